@@ -22,6 +22,9 @@ to one consumer.
    two trees' runs never share a tenant), with build.json (checked against this tree's
    storage code too); built aside and renamed into place whole, so a concurrent run never
    reads a half-built one. `--rebuild` writes it again. The build time is printed when it is built.
+   Each run serves its own data dir whose tenant's files are hard links to the cache's
+   (replication_kit.py `tenant_for_run`: no bytes copied, a LOCK of its own), so two runs
+   from one tree at once no longer meet on the tenant's lock (the second was TenantLocked).
 1. catchup: `python dbsvc.py serve schemas/blog.dbs` on that tenant (pinned to core 0; its
    store's compaction size rule off, NEVER_COMPACTS, so the log stays whole) and
    a lean client in this process (pinned to core 1): a hand-made WebSocket handshake to
@@ -114,6 +117,7 @@ from replication_kit import (  # noqa: E402
     cache_dir,
     loadavg,
     rss_mib,
+    tenant_for_run,
     wait_idle,
 )
 from replication_lag import measure_lag  # noqa: E402
@@ -221,7 +225,8 @@ def main(argv: list[str]) -> int:
     try:
         if only & {"catchup", "consumer", "replica", "restart", "inprocess"}:
             wait_idle(ARGS.wait_idle, "the build")
-            data, info = build_tenant(cache_dir(Path(ARGS.cache), ARGS.events), ARGS.events, ARGS.rebuild)
+            cached, info = build_tenant(cache_dir(Path(ARGS.cache), ARGS.events), ARGS.events, ARGS.rebuild)
+            data = tenant_for_run(cached, workdir / "data")  # this run's own LOCK, the cache's files linked
             results["build"] = info
             if "inprocess" in only:
                 print("apply in process (`Store.apply_replicated_frames`, the loop's share of a replica):")

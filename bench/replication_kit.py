@@ -37,6 +37,7 @@ ARGS = argparse.Namespace()
 SCHEMA = ROOT / "schemas" / "blog.dbs"
 SERVER_CORE, CLIENT_CORE = "0", "1"
 LOG_HEADER = 40  # dbsvc/storage/logfile.py HEADER_SIZE
+LOCK_NAME = "LOCK"  # dbsvc/storage/lock.py LOCK_NAME: the tenant's writer lock
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 OTHER_BENCHES = re.compile(r"realtime_bench|service_bench|http_bench|auth_bench|storage_bench|(^|/)wrk(\s|$)")
 PEH = struct.Struct(">QII")  # PersistedEvent header: offset, crc32, length
@@ -283,11 +284,42 @@ def build_tenant(cache: Path, count: int, rebuild: bool) -> tuple[Path, dict]:
             stale = cache.with_name(f"{cache.name}.stale-{os.getpid()}")
             os.rename(cache, stale)
             shutil.rmtree(stale, ignore_errors=True)
-        os.rename(building, cache)
+        try:
+            os.rename(building, cache)
+        except OSError:  # another run's whole build took the place between the two renames: taken
+            if not marker.exists():
+                raise
+            shutil.rmtree(building, ignore_errors=True)
+            print(f"another run put its build at {cache} first: this run uses it")
+            return data, json.loads(marker.read_text())
     except BaseException:  # a build cut short (^C, a full disk) leaves nothing behind
         shutil.rmtree(building, ignore_errors=True)
         raise
     return data, info
+
+
+def tenant_for_run(cached: Path, run: Path) -> Path:
+    """A data dir of this run's own (`run`, made here) whose tenant `default` holds the cached
+    tenant's files as hard links: no byte copied (a copy would cost the log's size, ~250 MB
+    at 1M events, each run), and no `LOCK`, so this run's primary takes a lock of its own.
+    Two runs from one tree then serve the one cached tenant at once; served from the cache
+    itself, the second primary was refused by the first's lock (TenantLocked).
+
+    Safe to share because a store replaces every file but its log whole (files.write_atomic:
+    a new file renamed over the link, the cache's file untouched) and appends to the log only
+    on a write, which no primary here takes (the replicas write their own directories); a
+    log changed anyway fails build.json's size check and is built again. On another file
+    system than the cache (`--cache` elsewhere, no hard link possible) the files are copied."""
+    source, target = cached / "default", run / "default"
+    target.mkdir(parents=True)
+    for path in sorted(source.iterdir()):
+        if path.name == LOCK_NAME or not path.is_file():
+            continue
+        try:
+            os.link(path, target / path.name)
+        except OSError:
+            shutil.copy2(path, target / path.name)
+    return run
 
 
 def _build(data: Path, count: int) -> dict:

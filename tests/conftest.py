@@ -67,8 +67,9 @@ settings.register_profile(
 settings.load_profile(HYPOTHESIS_PROFILE)
 
 # The xdist workers split the assertion rewrite of a cold cache (tests/support/rewriteshare.py);
+# the `stores` fixture of every folder (tests/support/store_fixtures.py);
 # per-file CPU of the tests and their children (tests/support/filecpu.py), when asked for.
-pytest_plugins = ["support.rewriteshare"]
+pytest_plugins = ["support.rewriteshare", "support.store_fixtures"]
 if os.environ.get("DBSVC_TEST_FILE_CPU"):
     pytest_plugins.append("support.filecpu")
 

@@ -2,15 +2,24 @@
 `module._private` across modules, and no `param._private` on a parameter typed with another
 module's class. A private name is a module's own business; another module that reaches it
 breaks when the owner renames it. Read with the scanner of tests/support/importscan.py.
+
+The tests are held to it too, for state: a test that reads `obj._name`, where `_name` is
+private state of a dbsvc class (a `self._name` it assigns or a `__slots__` entry), breaks
+when the class renames it and tests what the class keeps, not what it answers
+(test_storage_descending_cursor_edges.py read `index._keys`; it asks `key_sublists` now).
+A test file's own private names (its helpers, its classes' state) are its own business, and
+patching a module's private function is not state. `TESTS_READING_STATE` lists the reads
+left, each with why; one no longer made must leave the list.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from support.importscan import Source, Violation, all_modules, part_of, report, scan, sources
+from support.importscan import ROOT, Source, Violation, all_modules, part_of, report, scan, sources
 
 
 def dotted_name(node: ast.expr) -> str | None:
@@ -152,3 +161,110 @@ def test_the_scanner_finds_a_reach_for_another_modules_private_state():
         "event._payload",
         "store._epoch",
     ]
+
+
+# Test files that still read private state of a dbsvc object: file -> {name: why}. Shrinks only.
+TESTS_READING_STATE: dict[str, dict[str, str]] = {
+    "tests/app/test_app_encoded_records.py": {
+        "_entries": "EncodedRecords keeps no public view of a model's kept ids; readcache.py is at 597 lines"
+    },
+    "tests/storage/test_storage_record_json.py": {"_entries": "the same EncodedRecords view"},
+    "tests/auth/test_verify.py": {"_pem_key": "a key's check, patched to count signature checks"},
+    "tests/http/test_http_conn_lifecycle.py": {
+        "_transport": "a connection stepped by hand, its transport a fake",
+        "_out": "the stepped connection's output buffer",
+        "_unfed": "the stepped connection's bytes not yet parsed",
+        "_eof": "the stepped connection's end of input",
+    },
+    "tests/http/test_http_fastpath_differential.py": {"_prefix": "the same request ids on both sides"},
+    "tests/http/test_ws_client_tls.py": {"_sock": "the TLS socket's pending bytes"},
+    "tests/realtime/test_realtime_broker.py": {"_queue": "one queued frame sent by hand, as a transport would"},
+}
+NOT_STATE = frozenset({"_fields"})  # a named tuple's own API, not state
+REACH = re.compile(r"(?<!\bself)(?<!\bcls)\.(_[A-Za-z]\w*)")  # `.name` after anything but self or cls
+
+
+def private_state_names() -> frozenset[str]:
+    """Every `self._name` a dbsvc module assigns and every private `__slots__` entry."""
+    names: set[str] = set()
+    for source in sources():
+        for node in ast.walk(source.tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and is_private(node.attr)
+            ):
+                names.add(node.attr)
+            elif isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "__slots__" for target in node.targets
+            ):
+                names.update(
+                    c.value
+                    for c in ast.walk(node.value)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str) and is_private(c.value)
+                )
+    return frozenset(names - NOT_STATE)
+
+
+def state_reads(tree: ast.Module, state: frozenset[str]) -> Iterator[tuple[int, str]]:
+    """(line, name) of each `obj._name` in a test file where `_name` is dbsvc state and not a
+    name of the file's own (a helper, a class, a variable, its objects' `self._name`)."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
+            own.add(node.attr)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in state
+            and node.attr not in own
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        ):
+            yield node.lineno, node.attr
+
+
+def test_no_test_reads_private_state_of_a_dbsvc_object_but_those_listed():
+    state = private_state_names()
+    found: dict[str, set[str]] = {}
+    violations = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        allowed = TESTS_READING_STATE.get(relative, {})
+        text = path.read_text(encoding="utf-8")
+        if not any(name in state for name in REACH.findall(text)):
+            continue  # parsed only with a candidate: a file's parse costs more than the search
+        for line, name in state_reads(ast.parse(text), state):
+            found.setdefault(relative, set()).add(name)
+            if name not in allowed:
+                violations.append(
+                    Violation(
+                        relative,
+                        f"{relative}:{line}: .{name} is private state of a dbsvc object; ask it for a public name",
+                    )
+                )
+    for relative, names in TESTS_READING_STATE.items():
+        for name in sorted(set(names) - found.get(relative, set())):
+            violations.append(
+                Violation(relative, f"{relative}: reads .{name} no more: take it off TESTS_READING_STATE")
+            )
+    report(violations, "no test reads a dbsvc object's private state (but TESTS_READING_STATE)")
+
+
+def test_the_test_scanner_finds_a_read_of_state_and_leaves_the_files_own_names():
+    tree = ast.parse(
+        "class Fake:\n    def __init__(self):\n        self._mine = 1\n"
+        "def _helper(): ...\n"
+        "def test(index, fake):\n    index._keys, fake._mine, index.key_sublists, self._keys, mod._helper\n"
+    )
+    assert list(state_reads(tree, frozenset({"_keys", "_mine", "_helper"}))) == [(6, "_keys")]

@@ -215,6 +215,19 @@ class Guard:
         exp = claims.get("exp")
         return None if exp is None else float(exp) + self.config.leeway
 
+    def cached_tokens(self) -> list[str]:
+        """The tokens whose verified claims are kept, oldest first (the next evicted): what
+        shows the cache's bound and that a refused token is never kept."""
+        return list(self._cache)
+
+    def forget(self, token: str | None = None) -> None:
+        """Drop `token`'s kept claims, or every token's: its next `verify` checks the
+        signature again (as after a key set change, `_install`)."""
+        if token is None:
+            self._cache.clear()
+        else:
+            self._cache.pop(token, None)
+
     # -- the careful path ---------------------------------------------------------
 
     def _verify_uncached(self, token: str | None) -> dict[str, Any]:

@@ -94,6 +94,22 @@ class Responder(asyncio.Protocol):
         self._deferred: Response | None = None  # the answer waiting for a Deferred
         self._yielding = False  # rule 12
 
+    @property
+    def peer(self) -> tuple[str, int] | None:
+        """The client's (host, port) once accepted (None off TCP): how a test finds the
+        connection of its own socket among the hub's."""
+        return self._peer
+
+    @property
+    def writing_paused(self) -> bool:
+        """Whether the transport asked this connection to stop writing (rule 9)."""
+        return self._out.paused
+
+    @property
+    def wire(self) -> Wire:
+        """The protocol reader this connection runs (fast path or h11; the first may hand over)."""
+        return self._wire
+
     # -- called by the server ---------------------------------------------------------
 
     def on_deadline(self) -> None:

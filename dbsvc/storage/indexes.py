@@ -157,7 +157,8 @@ class OrderedIndex(KeptOrders):
 
     @property
     def key_sublists(self) -> list[Any]:
-        """The keys' sublists (arrays when `typecode` is set): read them (runs.py adds to them)."""
+        """The keys' sublists (arrays when `typecode` is set), in index order: read them (runs.py
+        adds to them; tests find where a run of one key crosses a sublist's end)."""
         return self._keys
 
     @property

@@ -4,6 +4,7 @@ configuration path (`load_auth_config` over an environment dict), a loopback JWK
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -37,11 +38,17 @@ def base_env(alg: str) -> dict[str, str]:
 
 @pytest.fixture
 def make_guard(tmp_path, keys):
-    """make_guard(alg, key="rsa" | private key | None, jwks_url=None, env={}, **tunables)."""
+    """make_guard(alg, key="rsa" | private key | None, jwks_url=None, env={}, clock=None, **tunables)."""
     built: list[Guard] = []
 
     def factory(
-        alg: str, key: Any = None, *, jwks_url: str | None = None, env: dict[str, str] | None = None, **tunables: Any
+        alg: str,
+        key: Any = None,
+        *,
+        jwks_url: str | None = None,
+        env: dict[str, str] | None = None,
+        clock: Callable[[], float] | None = None,
+        **tunables: Any,
     ) -> Guard:
         environ = base_env(alg)
         if jwks_url is not None:
@@ -56,7 +63,7 @@ def make_guard(tmp_path, keys):
         assert config is not None
         if tunables:
             config = dataclasses.replace(config, **tunables)
-        guard = Guard(config)
+        guard = Guard(config) if clock is None else Guard(config, clock=clock)
         built.append(guard)
         return guard
 

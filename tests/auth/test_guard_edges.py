@@ -122,7 +122,7 @@ def test_spaces_and_tabs_around_the_token_are_allowed_in_every_spelling(make_gua
         f"bearer {token}",
         f"Bearer   {token}  ",
     ):
-        guard._cache.clear()  # each spelling is verified, not answered from the cache
+        guard.forget()  # each spelling is verified, not answered from the cache
         assert guard.verify(value)["tenant"] == "acme", value
     # Only spaces and tabs (RFC 9110 OWS), in either spelling: other characters a header
     # value may hold in its latin-1 decoding, a no-break space or NEL, are not whitespace.
@@ -144,7 +144,7 @@ def test_the_header_limit_leaves_room_for_the_scheme_and_spaces_and_no_more(make
     assert guard.verify(f"Bearer {token}")["tenant"] == "acme"  # a token of exactly the limit
     padded = f"Bearer {token}" + " " * 57  # the header limit: limit + 64
     assert len(padded) == len(token) + 64
-    guard._cache.clear()
+    guard.forget()
     assert guard.verify(padded)["tenant"] == "acme"
     assert _message(lambda: guard.verify(padded + " ")) == f"token is larger than {len(token)} bytes"
 
@@ -181,7 +181,7 @@ def test_keys_past_their_max_age_are_refreshed_first_cached_token_or_not(make_gu
     now[0] = 1059.999
     assert guard.verify(f"Bearer {cached}")["sub"] == "cached"
     assert guard.verify(f"Bearer {fresh}")["sub"] == "new"
-    guard._cache.pop(fresh)
+    guard.forget(fresh)
     now[0] = 1060.0  # max-age over, no background refresher: fetch first
     for token in (cached, fresh):
         with pytest.raises(KeyRefreshNeeded):
@@ -288,4 +288,4 @@ def test_a_cache_size_below_one_still_caches_the_latest_token_only(make_guard, k
         first, second = (mint(keys["p256"], "ES256", sub=f"u{i}") for i in range(2))
         guard.verify(f"Bearer {first}")
         guard.verify(f"Bearer {second}")
-        assert list(guard._cache) == [second], size
+        assert guard.cached_tokens() == [second], size

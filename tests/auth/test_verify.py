@@ -435,13 +435,12 @@ def test_verified_token_is_cached_and_skips_the_signature(make_guard, keys, monk
 
 def test_cached_token_is_refused_once_expired(make_guard, keys):
     now = [time.time()]
-    guard = make_guard("RS256", "rsa", env={"SERVICE_JWT_LEEWAY": "0"})
-    guard._clock = lambda: now[0]
+    guard = make_guard("RS256", "rsa", env={"SERVICE_JWT_LEEWAY": "0"}, clock=lambda: now[0])
     token = mint(keys["rsa"], "RS256", exp=int(now[0]) + 10)
     assert guard.verify(f"Bearer {token}")
     now[0] += 11
     refused(guard, token)
-    assert token not in guard._cache
+    assert token not in guard.cached_tokens()
 
 
 def test_cache_is_bounded(make_guard, keys):
@@ -449,15 +448,14 @@ def test_cache_is_bounded(make_guard, keys):
     tokens = [mint(keys["p256"], "ES256", sub=f"u{i}") for i in range(20)]
     for token in tokens:
         guard.verify(f"Bearer {token}")
-    assert len(guard._cache) == 8
-    assert tokens[-1] in guard._cache and tokens[0] not in guard._cache
+    assert guard.cached_tokens() == tokens[-8:]  # the last eight, oldest first
 
 
 def test_refused_tokens_are_not_cached(make_guard, keys):
     guard = make_guard("ES256", "p256")
     forbidden(guard, mint(keys["p256"], "ES256", tenant="other"))
     refused(guard, mint(keys["p256_other"], "ES256"))
-    assert guard._cache == {}
+    assert guard.cached_tokens() == []
 
 
 def test_ec_key_curve_must_match_in_config(tmp_path, keys):

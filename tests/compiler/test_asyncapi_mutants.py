@@ -10,13 +10,18 @@ OpenAPI document instead of the file. The branches the golden schema does not ta
 rules, no replicate rule, replication off, no model, no path) have a test each.
 
 After a deliberate change of the document, write the file again and review its diff:
-`python tests/compiler/test_asyncapi_mutants.py`.
+`python tests/compiler/test_asyncapi_mutants.py` (given a directory, it writes there instead;
+test_golden_scripts.py runs it so).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script (below): this tree's dbsvc and tests/support, not an installed tree's
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
 from dbsvc import __version__
 from dbsvc.compiler.asyncapi import build_asyncapi
@@ -147,5 +152,6 @@ def test_the_feeds_of_a_model_with_operators_and_search_take_them_in_the_lists_o
 
 
 if __name__ == "__main__":
-    DOCUMENT.write_text(_comparable(build_asyncapi(load_schema(str(SCHEMA)))), encoding="utf-8")
-    print(f"wrote {DOCUMENT}")
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN  # a directory to write to instead
+    (target / DOCUMENT.name).write_text(_comparable(build_asyncapi(load_schema(str(SCHEMA)))), encoding="utf-8")
+    print(f"wrote {target / DOCUMENT.name} from the dbsvc in {Path(sys.modules['dbsvc'].__file__).parent}")

@@ -11,14 +11,19 @@ schema does not take have a test each below, with their expectations written her
 from docs/guide/*.md. Every document is also checked by `openapi-spec-validator`.
 
 After a deliberate change of the document, write the file again and review its diff:
-`python tests/compiler/test_openapi_mutants.py`.
+`python tests/compiler/test_openapi_mutants.py` (given a directory, it writes there instead;
+test_golden_scripts.py runs it so).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script (below): this tree's dbsvc and tests/support, not an installed tree's
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
 import pytest
 from openapi_spec_validator import validate
@@ -166,5 +171,6 @@ def test_a_model_whose_route_segment_is_its_name_is_named_once_in_a_batch_op():
 
 
 if __name__ == "__main__":
-    DOCUMENT.write_text(_comparable(build_openapi(load_schema(str(SCHEMA)))), encoding="utf-8")
-    print(f"wrote {DOCUMENT}")
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN  # a directory to write to instead
+    (target / DOCUMENT.name).write_text(_comparable(build_openapi(load_schema(str(SCHEMA)))), encoding="utf-8")
+    print(f"wrote {target / DOCUMENT.name} from the dbsvc in {Path(sys.modules['dbsvc'].__file__).parent}")

@@ -19,7 +19,8 @@ projections, `@ref`s to a model with projections, without, and to its own model,
   line: their order and presence are module.py's, their text the other files'.
 
 After a deliberate change of the emitted code, write both files again and review the diff:
-`python tests/compiler/test_queries_mutants.py`.
+`python tests/compiler/test_queries_mutants.py` (given a directory, it writes there instead;
+test_golden_scripts.py runs it so).
 
 The rest are the decisions no emitted text shows: the trees compiled as trees (every
 context set), the generated functions run (the id parser's fast path at its 19-digit edge,
@@ -32,7 +33,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 import dis
+import sys
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script (below): this tree's dbsvc and tests/support, not an installed tree's
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
 import pytest
 
@@ -483,6 +488,9 @@ def test_the_api_documents_default_to_empty_json_objects():
 
 
 if __name__ == "__main__":
-    QUERIES.write_text(_queries_source(), encoding="utf-8")
-    MODULE.write_text(_module_source(), encoding="utf-8")
-    print(f"wrote {QUERIES} and {MODULE}")
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN  # a directory to write to instead
+    (target / QUERIES.name).write_text(_queries_source(), encoding="utf-8")
+    (target / MODULE.name).write_text(_module_source(), encoding="utf-8")
+    print(
+        f"wrote {target / QUERIES.name} and {target / MODULE.name} from the dbsvc in {Path(sys.modules['dbsvc'].__file__).parent}"
+    )

@@ -9,13 +9,18 @@ id), reviewed by hand and compared byte for byte. It depends only on validators.
 nodes.py and naming.py, never on the query or module builders.
 
 After a deliberate change of the emitted code, write the file again and review its diff:
-`python tests/compiler/test_validators_mutants.py`.
+`python tests/compiler/test_validators_mutants.py` (given a directory, it writes there instead;
+test_golden_scripts.py runs it so).
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
+
+if __name__ == "__main__":  # run as a script (below): this tree's dbsvc and tests/support, not an installed tree's
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parents[1])]
 
 from dbsvc.compiler.validators import build_validators
 from dbsvc.schema import load_schema
@@ -49,5 +54,6 @@ def test_the_validators_are_valid_trees_not_only_valid_text():
 
 
 if __name__ == "__main__":
-    SOURCE.write_text(_emitted(), encoding="utf-8")
-    print(f"wrote {SOURCE}")
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else GOLDEN  # a directory to write to instead
+    (target / SOURCE.name).write_text(_emitted(), encoding="utf-8")
+    print(f"wrote {target / SOURCE.name} from the dbsvc in {Path(sys.modules['dbsvc'].__file__).parent}")

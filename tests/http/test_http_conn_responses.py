@@ -256,7 +256,7 @@ def test_a_bug_met_while_a_shutdown_close_drains_is_logged_and_adds_nothing_to_t
         client.send(b"GET /big?n=%d HTTP/1.1\r\nHost: t\r\n\r\n" % size)
         me = client.sock.getsockname()[:2]
         wait_until(
-            lambda: served.call(lambda: [c._out.paused for c in served.hub.connections if c._peer == me]) == [True],
+            lambda: served.call(lambda: [c.writing_paused for c in served.hub.connections if c.peer == me]) == [True],
             "the transport to ask the server to stop writing",
         )
         faulty_filter("dbsvc.http", lambda record: record.getMessage().startswith("closing"))

@@ -170,7 +170,7 @@ class Served:
         self._thread.join(WAIT)
 
     def wires(self) -> list[str]:
-        return [type(c._wire).__name__ for c in self.connections]
+        return [type(c.wire).__name__ for c in self.connections]
 
 
 @pytest.mark.parametrize("parser", ["fast", "h11"])

@@ -129,9 +129,9 @@ def test_a_follower_compacted_at_the_primarys_cut_is_the_primary(tmp_path, monke
         again.close()
 
 
-def test_a_cut_behind_rows_applied_before_a_restart_is_refused(tmp_path):
-    follower = open_store(create_tenant(str(tmp_path / "f"), "t"), replication=True)
-    primary = open_store(create_tenant(str(tmp_path / "p"), "t"), replication=True)
+def test_a_cut_behind_rows_applied_before_a_restart_is_refused(tmp_path, stores):
+    follower = stores(create_tenant(str(tmp_path / "f"), "t"), replication=True)
+    primary = stores(create_tenant(str(tmp_path / "p"), "t"), replication=True)
     frames: list[bytes] = []
     primary.subscribe(lambda _event, frame: frames.append(frame))
 
@@ -144,7 +144,7 @@ def test_a_cut_behind_rows_applied_before_a_restart_is_refused(tmp_path):
     asyncio.run(main())
     follower.close()
     primary.close()
-    again = open_store(str(tmp_path / "f" / "t"), replication=True)
+    again = stores(str(tmp_path / "f" / "t"), replication=True)
 
     async def compact() -> None:
         with pytest.raises(ValueError, match="the rows after offset 3 are not all known here"):

@@ -182,7 +182,7 @@ def test_a_batch_rows_payload_leaves_room_for_the_widest_mark(tenant):
     )
 
 
-def test_batches_during_online_compactions_keep_every_row(tenant, caplog):
+def test_batches_during_online_compactions_keep_every_row(tenant, caplog, stores):
     """Batches that insert, replace and delete while online compactions run: each batch
     below comes once a compaction has taken its cut and before its snapshot thread is done
     (the highest ids, read last), so the compaction must have noted its writes in the cut,
@@ -190,7 +190,7 @@ def test_batches_during_online_compactions_keep_every_row(tenant, caplog):
     delete fails on "User N was live at the cut") and the store reopens with exactly the
     state it served."""
     caplog.set_level(logging.ERROR, logger="dbsvc.storage")
-    store = open_store(tenant, compact_bytes=TINY, replication=True)
+    store = stores(tenant, compact_bytes=TINY, replication=True)
 
     async def main():
         store.insert_batch([("User", user(i)) for i in range(1, 3001)])
@@ -218,13 +218,13 @@ def test_batches_during_online_compactions_keep_every_row(tenant, caplog):
     assert_reopens_as_it_served(store, tenant)
 
 
-def test_batches_start_online_compactions_by_the_size_rule(tenant, caplog):
+def test_batches_start_online_compactions_by_the_size_rule(tenant, caplog, stores):
     """Batches alone take the log past the compaction threshold, and a batch's commit asks
     the compactor to run as a single write's does (batchwrite.py rule 3); with batches that
     insert, replace and delete meanwhile, every compaction succeeds and the store reopens
     with exactly the state it served."""
     caplog.set_level(logging.ERROR, logger="dbsvc.storage")
-    store = open_store(tenant, compact_bytes=TINY, replication=True)
+    store = stores(tenant, compact_bytes=TINY, replication=True)
 
     async def main():
         rnd = random.Random(7)

@@ -20,7 +20,7 @@ from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
 from dbsvc.storage.tableruns import insert_run
 from support.churn import churn
-from support.storage import BLOG, open_store, post, run, user
+from support.storage import BLOG, post, run, user
 from tests.storage.test_storage_plan_units import FIELDS, ITEM, reference, sort_param
 
 # g has 5 values (and null) over COUNT records: buckets of ~BUCKET_AT * 1.3 (167), in order once listed.
@@ -169,11 +169,11 @@ def test_bulk_paths_drop_the_orders_and_lists_build_them_again():
     check_orders(base, records)
 
 
-def test_a_store_compacting_online_and_reopening_answers_from_orders_built_again(tenant):
+def test_a_store_compacting_online_and_reopening_answers_from_orders_built_again(tenant, stores):
     """Compaction's new epoch and a reopen (a snapshot's load) build the orders again on
     demand; writes during the compaction are in them."""
     model = BLOG.BY_NAME["BlogPost"]
-    store = open_store(tenant)
+    store = stores(tenant)
     rng = random.Random(9)
     shapes = [[("author_id", "1"), ("sort", "-score")], [("author_id", "2"), ("sort", "title"), ("published", "true")]]
 
@@ -206,11 +206,10 @@ def test_a_store_compacting_online_and_reopening_answers_from_orders_built_again
 
     run(go())
     store.close()
-    reopened = open_store(tenant)
+    reopened = stores(tenant)
     assert len(reopened.table("BlogPost").buckets) == 0
     check(reopened)
     assert len(reopened.table("BlogPost").buckets) == 2
-    reopened.close()
 
 
 def _sort(params: list[tuple[str, str]]) -> list[tuple[str, bool]]:

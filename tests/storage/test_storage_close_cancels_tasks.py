@@ -49,13 +49,13 @@ def _reopens_with_forty_users(tenant: str) -> None:
         s.close()
 
 
-def test_close_cancels_a_compaction_held_in_a_pause_before_its_commit_point(tenant, tmp_path, monkeypatch):
+def test_close_cancels_a_compaction_held_in_a_pause_before_its_commit_point(tenant, tmp_path, monkeypatch, stores):
     """The compaction's task, awaited after close(), raises CancelledError; nothing of it is
     left on disk and the store reopens with every write."""
     monkeypatch.setattr(files, "FLUSH_BYTES", 4096)  # snapshot.new is many pieces: it pauses
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)
     gate = str(tmp_path / "gate")
-    s = open_store(tenant)
+    s = stores(tenant)
     s.compactor.faults = files.FaultPlan(f"flush:1:HOLD={gate}")
 
     async def go() -> None:
@@ -87,11 +87,11 @@ def test_close_cancels_a_compaction_held_in_a_pause_before_its_commit_point(tena
 @pytest.mark.skipif(
     not THP.exists() or "[never]" in THP.read_text(), reason="no transparent huge pages to advise on this kernel"
 )
-def test_close_cancels_a_heap_collapse_held_in_its_pause(tenant, tmp_path):
+def test_close_cancels_a_heap_collapse_held_in_its_pause(tenant, tmp_path, stores):
     """The collapse's task, awaited after close(), raises CancelledError rather than
     answering the one piece it collapsed; the compaction before it stands."""
     gate = str(tmp_path / "gate")
-    s = open_store(tenant)
+    s = stores(tenant)
     s.compactor.faults = files.FaultPlan(f"collapse:1:HOLD={gate}")
     started: list[asyncio.Task[Any]] = []
     settle = s.compactor.settle

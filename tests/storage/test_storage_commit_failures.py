@@ -90,9 +90,9 @@ async def _start_compaction(s) -> None:
         await s.replace("User", 1 + n % 20, user(1 + n % 20, name=f"n{n}"))
 
 
-def test_metrics_after_a_failed_fsync_count_the_lost_writes_and_the_real_log_size(tenant, monkeypatch):
+def test_metrics_after_a_failed_fsync_count_the_lost_writes_and_the_real_log_size(tenant, monkeypatch, stores):
     monkeypatch.setenv("DBSVC_FAULT", "fsync:2:EIO")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     acked_size = os.path.getsize(os.path.join(tenant, "log"))
 
@@ -130,10 +130,10 @@ def append_only(tenant):
 
 
 def test_a_failed_cut_back_is_logged_and_the_unacknowledged_whole_frames_survive_a_restart(
-    tenant, monkeypatch, caplog, append_only
+    tenant, monkeypatch, caplog, append_only, stores
 ):
     monkeypatch.setenv("DBSVC_FAULT", "fsync:2:EIO")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     path = os.path.join(tenant, "log")
     acked_size = os.path.getsize(path)
@@ -186,8 +186,8 @@ def test_a_log_switch_asked_for_after_a_failure_is_refused_with_the_cause(tmp_pa
     assert os.path.getsize(path) == 0
 
 
-def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keeps_the_old_log(tenant, caplog):
-    s = open_store(tenant, compact_bytes=TINY)
+def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keeps_the_old_log(tenant, caplog, stores):
+    s = stores(tenant, compact_bytes=TINY)
     gate = FsyncGate(errno.EIO)
     s.commit_queue.writer.faults = gate
     s.compactor.faults = HoldCompaction(gate.in_flight)  # taken by the compaction when it starts
@@ -215,7 +215,7 @@ def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keep
     s.close()
     # Nothing of the abandoned compaction is left, and the old log holds what was acknowledged.
     assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
-    reopened = open_store(tenant)
+    reopened = stores(tenant)
     try:
         assert reopened.epoch == epoch
         assert {i: reopened.get("User", i)[0] for i in range(1, 21)} == acked
@@ -224,8 +224,8 @@ def test_an_fsync_failing_while_a_compaction_waits_to_switch_fails_both_and_keep
         reopened.close()
 
 
-def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it(tenant):
-    s = open_store(tenant, compact_bytes=TINY, replication=True)
+def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it(tenant, stores):
+    s = stores(tenant, compact_bytes=TINY, replication=True)
     published: dict[int, tuple[int, bytes]] = {}
     s.subscribe(lambda event, frame: published.__setitem__(event.offset, (event.watermark, frame)))
     gate = FsyncGate(None)
@@ -267,11 +267,11 @@ def test_a_write_queued_across_a_log_switch_is_published_as_the_new_log_holds_it
         reopened.close()
 
 
-def test_a_failure_right_after_a_compaction_cuts_the_new_log_back_to_its_own_end(tenant):
+def test_a_failure_right_after_a_compaction_cuts_the_new_log_back_to_its_own_end(tenant, stores):
     # After a log switch with no write queued, the acknowledged end must be the new log's:
     # the cut-back after a failure (and the room probe) truncate to it, and the old log's
     # end would pad the new log with zeros that later appends land behind.
-    s = open_store(tenant, compact_bytes=TINY)
+    s = stores(tenant, compact_bytes=TINY)
     epoch = s.epoch
 
     async def go():
@@ -406,11 +406,11 @@ def test_an_fsync_does_not_wait_for_the_loops_default_executor(tenant):
     assert _users(tenant) == [1]
 
 
-def test_close_waits_for_an_fsync_in_flight_before_closing_the_log(tenant):
+def test_close_waits_for_an_fsync_in_flight_before_closing_the_log(tenant, stores):
     # close() closes the log's descriptor: an fsync still running in the commit thread would
     # then sync nothing (EBADF), or another file that reused the number. So close() waits
     # for it. The held fsync is let go by a timer; close() must not return before that.
-    s = open_store(tenant)
+    s = stores(tenant)
     gate = FsyncGate(None)
     s.commit_queue.writer.faults = gate
     released_when_closed: list[bool] = []
@@ -431,13 +431,13 @@ def test_close_waits_for_an_fsync_in_flight_before_closing_the_log(tenant):
     assert _users(tenant) == [record["id"]]  # acknowledged by close()'s own final fsync
 
 
-def test_a_store_opened_read_only_refuses_every_write_and_one_stopped_by_a_failed_fsync_too(tenant):
+def test_a_store_opened_read_only_refuses_every_write_and_one_stopped_by_a_failed_fsync_too(tenant, stores):
     """WritePath.writable: no commit queue (read-only) -> `Unavailable` saying so; a queue
     that failed -> its own health detail; an OK queue -> the write goes through."""
-    store = open_store(tenant, sync="off")
+    store = stores(tenant, sync="off")
     run(store.insert("User", user(1)))
     run(store.aclose())
-    readonly = open_store(tenant, readonly=True)
+    readonly = stores(tenant, readonly=True)
     for write in (
         lambda: readonly.insert_then("User", user(2), lambda error: None),
         lambda: readonly.apply_insert("User", user(2)),
@@ -447,7 +447,7 @@ def test_a_store_opened_read_only_refuses_every_write_and_one_stopped_by_a_faile
         with pytest.raises(Unavailable, match="^the store was opened read-only$"):
             write()
     assert readonly.get("User", 2)[0] is None
-    store = open_store(tenant, sync="off")
+    store = stores(tenant, sync="off")
     try:
         store.writes.commit.fail_stop(OSError(errno.EIO, "disk gone"))
         with pytest.raises(Unavailable, match="read-only after an I/O error on the log"):

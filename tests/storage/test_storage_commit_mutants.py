@@ -68,10 +68,10 @@ def _batch(*ids: int) -> list[tuple[str, dict]]:
 # -- the batch path ------------------------------------------------------------------------
 
 
-def test_a_batch_is_one_fsync_and_a_later_failure_does_not_cut_it_off(tenant, monkeypatch):
+def test_a_batch_is_one_fsync_and_a_later_failure_does_not_cut_it_off(tenant, monkeypatch, stores):
     # fsync 1: user 1; fsync 2: the batch; fsync 3: user 5 fails.
     monkeypatch.setenv("DBSVC_FAULT", "fsync:3:EIO")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     before = s.stats()
     stored = s.insert_batch(_batch(2, 3, 4))
@@ -91,19 +91,18 @@ def test_a_batch_is_one_fsync_and_a_later_failure_does_not_cut_it_off(tenant, mo
     assert _stored_users(tenant) == [1, 2, 3, 4]
 
 
-def test_an_empty_batch_writes_nothing(tenant):
-    s = open_store(tenant)
+def test_an_empty_batch_writes_nothing(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     size, before = os.path.getsize(_log(tenant)), s.stats()
     assert s.insert_batch([]) == []
     assert s.stats() == before and os.path.getsize(_log(tenant)) == size
-    s.close()
 
 
-def test_a_batch_out_of_space_is_refused_cut_back_and_taken_once_there_is_room(tenant, monkeypatch, clock):
+def test_a_batch_out_of_space_is_refused_cut_back_and_taken_once_there_is_room(tenant, monkeypatch, clock, stores):
     # write 1: user 1; write 2: the batch, no space; write 3: the probe, room again.
     monkeypatch.setenv("DBSVC_FAULT", "write:2-2:ENOSPC")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     size = os.path.getsize(_log(tenant))
     with pytest.raises(Unavailable) as refused:
@@ -127,9 +126,9 @@ def test_a_batch_out_of_space_is_refused_cut_back_and_taken_once_there_is_room(t
 
 
 @pytest.mark.parametrize("spec", ["fsync:2:EIO", "fsync:2:ENOSPC", "write:2:EIO"])
-def test_a_batch_whose_fsync_or_write_fails_is_fail_stop_and_cut_back(tenant, monkeypatch, clock, caplog, spec):
+def test_a_batch_whose_fsync_or_write_fails_is_fail_stop_and_cut_back(tenant, monkeypatch, clock, caplog, spec, stores):
     monkeypatch.setenv("DBSVC_FAULT", spec)
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     size = os.path.getsize(_log(tenant))
     with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
@@ -214,11 +213,11 @@ def test_a_batch_broken_by_another_exception_that_cannot_be_cut_back_is_fail_sto
 
 
 def test_room_is_probed_once_per_interval_from_the_refusal_and_from_each_failed_probe(
-    tenant, monkeypatch, clock, caplog
+    tenant, monkeypatch, clock, caplog, stores
 ):
     # write 1: user 1; write 2: user 2, no space; write 3: a probe, no space; write 4: room.
     monkeypatch.setenv("DBSVC_FAULT", "write:2-3:ENOSPC")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with pytest.raises(Unavailable, match="no space"):
         run(s.insert("User", user(2)))
@@ -260,8 +259,8 @@ class NoSpace(FileOps):
         raise OSError(self.code, f"injected: {os.strerror(self.code)}")
 
 
-def test_failed_writes_add_up_over_every_episode_of_a_full_disk(tenant, clock):
-    s = open_store(tenant)
+def test_failed_writes_add_up_over_every_episode_of_a_full_disk(tenant, clock, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with files.use(NoSpace()):
         with pytest.raises(Unavailable, match="no space"):
@@ -286,8 +285,8 @@ def test_failed_writes_add_up_over_every_episode_of_a_full_disk(tenant, clock):
     assert _stored_users(tenant) == [1, 5]
 
 
-def test_a_probe_that_meets_an_io_error_refuses_every_write_without_touching_the_log(tenant, clock, caplog):
-    s = open_store(tenant)
+def test_a_probe_that_meets_an_io_error_refuses_every_write_without_touching_the_log(tenant, clock, caplog, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with files.use(NoSpace()):
         with pytest.raises(Unavailable, match="no space"):
@@ -330,16 +329,16 @@ def _close_with_a_write_queued(s, record: dict):
     return run(go())[0]
 
 
-def test_close_makes_a_queued_write_durable_and_acknowledges_it(tenant):
-    s = open_store(tenant)
+def test_close_makes_a_queued_write_durable_and_acknowledges_it(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     assert _close_with_a_write_queued(s, user(2)) == user(2)
     assert _stored_users(tenant) == [1, 2]
 
 
-def test_close_whose_final_fsync_fails_refuses_the_queued_write_and_cuts_it_off(tenant, monkeypatch, caplog):
+def test_close_whose_final_fsync_fails_refuses_the_queued_write_and_cuts_it_off(tenant, monkeypatch, caplog, stores):
     monkeypatch.setenv("DBSVC_FAULT", "fsync:2:EIO")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     size = os.path.getsize(_log(tenant))
     with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
@@ -363,11 +362,11 @@ def _dispose(loop: asyncio.AbstractEventLoop) -> None:
     loop.close()
 
 
-def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_commits_there(tenant):
+def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_commits_there(tenant, stores):
     # The committer task runs on the loop of the first write. A caller that drives its own
     # loop (`run_until_complete`, nothing cancels the task) and then writes from another
     # (`asyncio.run`) must get a committer on the new loop, not wait on the idle one.
-    s = open_store(tenant)
+    s = stores(tenant)
     first = asyncio.new_event_loop()
     threads = set(threading.enumerate())
     try:
@@ -382,10 +381,10 @@ def test_a_store_used_from_a_second_event_loop_while_the_first_is_still_open_com
     assert _stored_users(tenant) == [1, 2]
 
 
-def test_every_acknowledged_write_is_published_with_the_frame_the_log_holds(tenant):
+def test_every_acknowledged_write_is_published_with_the_frame_the_log_holds(tenant, stores):
     # Subscribers (the /replicate stream) send the published frame as it is, so it must be
     # the log's bytes for that write, whichever kind of write it was.
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     published: list[tuple[int, bytes]] = []
     s.subscribe(lambda event, frame: published.append((event.offset, frame)))
     run(s.insert("User", user(1)))
@@ -394,13 +393,12 @@ def test_every_acknowledged_write_is_published_with_the_frame_the_log_holds(tena
     run(s.delete("User", 2))
     assert [offset for offset, _frame in published] == [1, 2, 3, 4]
     assert [frame for _offset, frame in published] == list(s.frames_after(0))
-    s.close()
 
 
-def test_without_fsync_a_lone_write_is_answered_in_the_same_turn_of_the_loop(tenant):
+def test_without_fsync_a_lone_write_is_answered_in_the_same_turn_of_the_loop(tenant, stores):
     # SERVICE_SYNC=off: nothing to wait for, so a write alone in the queue is acknowledged
     # inside `submit` instead of two loop iterations later by the committer task.
-    s = open_store(tenant, sync="off")
+    s = stores(tenant, sync="off")
 
     async def go():
         writes = []
@@ -416,10 +414,10 @@ def test_without_fsync_a_lone_write_is_answered_in_the_same_turn_of_the_loop(ten
     assert _stored_users(tenant) == [1, 2, 3]
 
 
-def test_close_cancels_a_committer_left_waiting_on_a_loop_that_is_not_running(tenant):
+def test_close_cancels_a_committer_left_waiting_on_a_loop_that_is_not_running(tenant, stores):
     # A caller driving its own loop never lets asyncio.run cancel the committer; close() must,
     # or the loop is left holding a task that waits forever.
-    s = open_store(tenant)
+    s = stores(tenant)
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(s.insert("User", user(1)))
@@ -433,8 +431,8 @@ def test_close_cancels_a_committer_left_waiting_on_a_loop_that_is_not_running(te
 # -- group commit and what a failed write leaves -------------------------------------------
 
 
-def test_writes_arriving_together_share_one_fsync_and_each_write_alone_gets_its_own(tenant):
-    s = open_store(tenant)
+def test_writes_arriving_together_share_one_fsync_and_each_write_alone_gets_its_own(tenant, stores):
+    s = stores(tenant)
     for i in (1, 2, 3):
         run(s.insert("User", user(i)))
     assert (s.stats()["fsyncs"], s.stats()["commits"]) == (3, 3)
@@ -451,8 +449,10 @@ def test_writes_arriving_together_share_one_fsync_and_each_write_alone_gets_its_
 @pytest.mark.parametrize(
     "code, then", [(errno.ENOSPC, "writes are refused until there is room"), (errno.EIO, "the store is now read-only")]
 )
-def test_a_failed_write_is_logged_with_what_follows_and_the_writes_behind_it_are_refused(tenant, caplog, code, then):
-    s = open_store(tenant)
+def test_a_failed_write_is_logged_with_what_follows_and_the_writes_behind_it_are_refused(
+    tenant, caplog, code, then, stores
+):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
 
     async def together():
@@ -488,8 +488,8 @@ class TornWriteAndNoCut(FileOps):
         raise OSError(errno.EIO, "injected: ftruncate failed")
 
 
-def test_a_torn_write_that_cannot_be_cut_back_is_counted_in_the_log_size(tenant, caplog):
-    s = open_store(tenant)
+def test_a_torn_write_that_cannot_be_cut_back_is_counted_in_the_log_size(tenant, caplog, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     acked = os.path.getsize(_log(tenant))
     with files.use(TornWriteAndNoCut()), caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
@@ -499,7 +499,7 @@ def test_a_torn_write_that_cannot_be_cut_back_is_counted_in_the_log_size(tenant,
     assert size > acked  # half a frame stayed behind
     assert s.stats()["log_bytes"] == size  # /metrics tells the file's real size
     s.close()
-    reopened = open_store(tenant)  # the half frame is a torn tail: cut
+    reopened = stores(tenant)  # the half frame is a torn tail: cut
     try:
         assert reopened.stats()["torn_tail_bytes"] == size - acked
         assert [r["id"] for r in reopened.list_records("User", Query())[0]] == [1]
@@ -507,9 +507,9 @@ def test_a_torn_write_that_cannot_be_cut_back_is_counted_in_the_log_size(tenant,
         reopened.close()
 
 
-def test_a_failed_fsync_is_logged_with_its_file_and_cause(tenant, monkeypatch, caplog):
+def test_a_failed_fsync_is_logged_with_its_file_and_cause(tenant, monkeypatch, caplog, stores):
     monkeypatch.setenv("DBSVC_FAULT", "fsync:2:EIO")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with caplog.at_level(logging.ERROR, logger="dbsvc.storage"):
         with pytest.raises(Unavailable, match="read-only"):
@@ -518,4 +518,3 @@ def test_a_failed_fsync_is_logged_with_its_file_and_cause(tenant, monkeypatch, c
         f"fsync of {_log(tenant)} failed: [Errno 5] Input/output error (injected by DBSVC_FAULT fsync:2); "
         "the store is now read-only"
     ) in [r.getMessage() for r in caplog.records]
-    s.close()

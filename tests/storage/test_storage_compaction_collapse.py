@@ -129,7 +129,7 @@ def test_the_next_compaction_runs_while_the_last_ones_collapse_is_held_and_aband
 
 
 @needs_thp
-def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch):
+def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch, stores):
     """A store closed while its collapse is held in a pause: `close()` tells it to stop and
     waits for its thread, which collapses nothing more once the pause returns."""
     collapses: list[int] = []
@@ -142,7 +142,7 @@ def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch):
 
     monkeypatch.setattr(heap, "advise_huge_pages", counted)
     gate = str(tmp_path / "gate")
-    s = open_store(tenant, compact_bytes=TINY)
+    s = stores(tenant, compact_bytes=TINY)
     s.compactor.faults = files.FaultPlan(f"collapse:1:HOLD={gate}")
     started = _kept_collapses(s, last=True)
 

@@ -14,7 +14,7 @@ import os
 
 from dbsvc.storage import files
 from dbsvc.storage.snapshotreader import decode_snapshot
-from support.storage import HeldSnapshot, check_indexes, open_store, run, user
+from support.storage import HeldSnapshot, check_indexes, run, user
 
 RECORDS = 2100  # past one block of the image's rows (online.CHUNK, 2,048)
 
@@ -26,13 +26,13 @@ def _image(tenant: str) -> tuple[int, dict]:
     return image.head_offset, {row[at]: dict(zip(users.fields, row)) for row in users.rows}
 
 
-def test_a_run_of_writes_during_the_snapshot_thread_stays_out_of_the_image_and_keeps_its_offsets(tenant):
+def test_a_run_of_writes_during_the_snapshot_thread_stays_out_of_the_image_and_keeps_its_offsets(tenant, stores):
     """Replaces, a delete, a re-insert of the deleted id and new inserts, all in one run
     while the snapshot thread is held: the image is the state at the cut, every write is
     acknowledged with the next offset in order, and the reopened store (snapshot + new log)
     is the live state with each record's version the offset of its last write."""
     layer = HeldSnapshot()
-    s = open_store(tenant, compact_bytes=1 << 40)
+    s = stores(tenant, compact_bytes=1 << 40)
     acks: list[tuple[str, int, object]] = []
 
     def told(what: str, offset: int):
@@ -81,7 +81,7 @@ def test_a_run_of_writes_during_the_snapshot_thread_stays_out_of_the_image_and_k
     assert image_head == head
     assert image == at_cut  # 7 as it was, 8 the first one, no record past RECORDS
 
-    s = open_store(tenant)
+    s = stores(tenant)
     assert s.head_offset == head + len(acks)
     again = {i: s.get_versioned("User", i) for i in range(1, RECORDS + 2)}
     assert again == live
@@ -90,4 +90,3 @@ def test_a_run_of_writes_during_the_snapshot_thread_stays_out_of_the_image_and_k
     assert live[RECORDS + 1][2] == head + 4
     assert live[150][0]["name"] == "r150" and live[1][0] == at_cut[1]
     check_indexes(s)
-    s.close()

@@ -93,11 +93,11 @@ def test_cut_tail_is_logged_with_its_byte_offset(filled, caplog):
     assert f"torn tail at byte {start}" in caplog.text
 
 
-def test_writes_continue_after_a_cut_tail(filled):
+def test_writes_continue_after_a_cut_tail(filled, stores):
     tenant, path, data = filled
     start, _end = _frames(data)[-1]
     _write(path, data[: start + 5])
-    s = open_store(tenant)
+    s = stores(tenant)
     assert run(s.insert("User", user(50)))["id"] == 50
     head = s.head_offset
     s.close()

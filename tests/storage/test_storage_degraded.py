@@ -49,10 +49,10 @@ def test_fault_range_fails_only_the_calls_in_it():
     assert plan.counts["write"] == 4
 
 
-def test_no_space_refuses_writes_then_resumes_when_room_returns(tenant, monkeypatch):
+def test_no_space_refuses_writes_then_resumes_when_room_returns(tenant, monkeypatch, stores):
     # write 3 fails; the probes are writes 4 and 5 (no room yet) and 6 (room again).
     monkeypatch.setenv("DBSVC_FAULT", "write:3-5:ENOSPC")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     run(s.insert("User", user(2)))
     with pytest.raises(Unavailable, match="no space"):
@@ -76,12 +76,12 @@ def test_no_space_refuses_writes_then_resumes_when_room_returns(tenant, monkeypa
     assert users == {i: user(i) for i in (1, 2, 3)} and head == 3
 
 
-def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, monkeypatch, tmp_path):
+def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, monkeypatch, tmp_path, stores):
     # fsync 2 is held while writes 4-6 queue behind it; their batch is write call 3, which
     # finds no room once fsync 2 let 2 and 3 through.
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate},write:3-3:ENOSPC")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
 
     async def burst():
@@ -111,9 +111,9 @@ def test_no_space_fails_every_queued_write_and_keeps_the_acknowledged(tenant, mo
     "spec, words",
     [("fsync:2:EIO", "fix the disk"), ("fsync:2:ENOSPC", "fix the disk"), ("write:2:EIO", "fix the disk")],
 )
-def test_fsync_errors_and_other_write_errors_are_fail_stop(tenant, monkeypatch, spec, words):
+def test_fsync_errors_and_other_write_errors_are_fail_stop(tenant, monkeypatch, spec, words, stores):
     monkeypatch.setenv("DBSVC_FAULT", spec)
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with pytest.raises(Unavailable, match=words):
         run(s.insert("User", user(2)))
@@ -127,7 +127,7 @@ def test_fsync_errors_and_other_write_errors_are_fail_stop(tenant, monkeypatch, 
     monkeypatch.delenv("DBSVC_FAULT")
     users, head = _users(tenant)
     assert users == {1: user(1)} and head == 1
-    s = open_store(tenant)  # a restart is the recovery
+    s = stores(tenant)  # a restart is the recovery
     assert s.health().state is WriteState.OK
     run(s.insert("User", user(2)))
     s.close()
@@ -141,9 +141,9 @@ class WritesFail(FileOps):
         raise OSError(errno.EIO, "injected: write failed")
 
 
-def test_a_probe_that_meets_another_error_is_fail_stop(tenant, monkeypatch):
+def test_a_probe_that_meets_another_error_is_fail_stop(tenant, monkeypatch, stores):
     monkeypatch.setenv("DBSVC_FAULT", "write:2-2:ENOSPC")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with pytest.raises(Unavailable):
         run(s.insert("User", user(2)))
@@ -164,9 +164,9 @@ class TruncateFails(FileOps):
         raise OSError(errno.EIO, "injected: ftruncate failed")
 
 
-def test_no_space_with_a_failed_cut_back_is_fail_stop(tenant, monkeypatch):
+def test_no_space_with_a_failed_cut_back_is_fail_stop(tenant, monkeypatch, stores):
     monkeypatch.setenv("DBSVC_FAULT", "write:2-2:ENOSPC")
-    s = open_store(tenant)
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with files.use(TruncateFails()):
         with pytest.raises(Unavailable):

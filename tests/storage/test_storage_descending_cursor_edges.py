@@ -52,7 +52,7 @@ def three_a_key():
         index = store.tables["Item"].ordered["f"]
         starts = [
             sublist[:2]
-            for before, sublist in zip(index._keys, index._keys[1:])
+            for before, sublist in zip(index.key_sublists, index.key_sublists[1:])
             if before[-1] == sublist[0] and sublist[1] != sublist[0]
         ]
         yield store, keys, order, starts

@@ -397,11 +397,11 @@ def test_the_first_ids_after_a_cursor_reach_the_very_last_id():
 # -- a cursor page over kept batches, after writes and after a compaction ---------------
 
 
-def test_a_cursor_page_after_writes_and_after_a_compaction_is_the_brute_force_page(tmp_path):
+def test_a_cursor_page_after_writes_and_after_a_compaction_is_the_brute_force_page(tmp_path, stores):
     # scores of one decimal over 0-30: runs of ~2, so each batch is ordered and kept
     # (indexes.py `_kept`); the same cursor asked again after writes in its page's
     # sublist and after an online compaction (indexes built afresh) continues the list
-    store = open_store(str(tmp_path), sync="off")
+    store = stores(str(tmp_path), sync="off")
     rng = random.Random(36)
     sort = (("score", True),)
     model = BLOG.BY_NAME["BlogPost"]
@@ -434,7 +434,6 @@ def test_a_cursor_page_after_writes_and_after_a_compaction_is_the_brute_force_pa
         assert page(cursor) == page(cursor) == after_cursor(cursor)[:20]
 
     run(go())
-    store.close()
 
 
 def orderings(fn) -> int:

@@ -46,8 +46,8 @@ def test_a_value_that_is_not_a_member_is_stored_as_it_is(value):
     assert shared(MEMBERS, value) is value
 
 
-def test_writes_replay_and_snapshots_all_store_the_member_objects(tenant):
-    s = open_store(tenant)
+def test_writes_replay_and_snapshots_all_store_the_member_objects(tenant, stores):
+    s = stores(tenant)
 
     async def go():
         for i in range(1, 7):
@@ -56,14 +56,14 @@ def test_writes_replay_and_snapshots_all_store_the_member_objects(tenant):
     run(go())
     assert all(role is MEMBERS[role] for role in _stored_roles(s).values())
     s.close()
-    s = open_store(tenant)  # the log replayed
+    s = stores(tenant)  # the log replayed
     try:
         roles = _stored_roles(s)
         assert all(role is MEMBERS[role] for role in roles.values()) and len(roles) == 6
     finally:
         s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
-    s = open_store(tenant)  # the snapshot loaded
+    s = stores(tenant)  # the snapshot loaded
     try:
         assert _stored_roles(s) == roles
         assert all(role is MEMBERS[role] for role in _stored_roles(s).values())

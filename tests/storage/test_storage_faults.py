@@ -36,9 +36,9 @@ def _results(coros):
 
 
 @pytest.mark.parametrize("spec", ["fsync:2:EIO", "fsync:2:ENOSPC", "fsync:1:EIO"])
-def test_failed_fsync_acknowledges_nothing_it_covered(tenant, monkeypatch, spec):
+def test_failed_fsync_acknowledges_nothing_it_covered(tenant, monkeypatch, spec, stores):
     monkeypatch.setenv("DBSVC_FAULT", spec)
-    s = open_store(tenant)
+    s = stores(tenant)
     first = _results([s.insert("User", user(i)) for i in range(1, 6)])
     second = _results([s.insert("User", user(i)) for i in range(6, 11)])
     acked = [r for r in first + second if isinstance(r, dict)]
@@ -56,10 +56,10 @@ def test_failed_fsync_acknowledges_nothing_it_covered(tenant, monkeypatch, spec)
 
 
 @pytest.mark.parametrize("spec", ["write:1:EIO", "write:1:ENOSPC"])
-def test_failed_write_fails_every_unacknowledged_write(tenant, monkeypatch, spec):
+def test_failed_write_fails_every_unacknowledged_write(tenant, monkeypatch, spec, stores):
     # Ten writes in one turn of the loop are one batch: one write call, failed.
     monkeypatch.setenv("DBSVC_FAULT", spec)
-    s = open_store(tenant)
+    s = stores(tenant)
     results = _results([s.insert("User", user(i)) for i in range(1, 11)])
     assert all(isinstance(r, Unavailable) for r in results)
     assert s.tables["User"].records == {} and s.watermarks()["User"] == 0
@@ -69,9 +69,9 @@ def test_failed_write_fails_every_unacknowledged_write(tenant, monkeypatch, spec
     assert records["User"] == {} and head == 0
 
 
-def test_failure_after_acknowledged_writes_keeps_them(tenant, monkeypatch):
+def test_failure_after_acknowledged_writes_keeps_them(tenant, monkeypatch, stores):
     monkeypatch.setenv("DBSVC_FAULT", "fsync:4:EIO")
-    s = open_store(tenant)
+    s = stores(tenant)
     for i in range(1, 4):
         run(s.insert("User", user(i)))
     with pytest.raises(Unavailable):
@@ -95,9 +95,9 @@ def small_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def test_real_enospc_on_a_full_tmpfs(small_tmpfs):
+def test_real_enospc_on_a_full_tmpfs(small_tmpfs, stores):
     tenant = create_tenant(small_tmpfs, "t")
-    s = open_store(tenant)
+    s = stores(tenant)
     acked = []
     error = None
     for i in range(1, 10_000):
@@ -109,14 +109,13 @@ def test_real_enospc_on_a_full_tmpfs(small_tmpfs):
     assert error is not None and "No space left" in str(error)
     assert s.stats()["read_only"]
     s.close()
-    s = open_store(tenant, readonly=True)
+    s = stores(tenant, readonly=True)
     assert sorted(s.tables["User"].records) == [r["id"] for r in acked]
-    s.close()
 
 
 @pytest.mark.parametrize("step", range(1, 10))
-def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
-    s = open_store(tenant, replication=True)
+def test_compaction_killed_after_each_step_loses_nothing(tenant, step, stores):
+    s = stores(tenant, replication=True)
 
     async def go():
         for i in range(1, 31):
@@ -135,7 +134,7 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
     # The old files or the new ones; either way every row is still served (the compaction
     # retained the whole old log, retain.py), byte for byte.
     for readonly in (True, False):
-        s = open_store(tenant, readonly=readonly, retain_bytes=1 << 20)
+        s = stores(tenant, readonly=readonly, retain_bytes=1 << 20)
         assert s.tables["User"].records == want and s.head_offset == head
         assert s.oldest_offset == 0 and list(s.frames_after(0)) == frames
         if not readonly:
@@ -148,8 +147,8 @@ def test_compaction_killed_after_each_step_loses_nothing(tenant, step):
         s.close()
 
 
-def test_second_compaction_after_an_interrupted_one_completes(tenant):
-    s = open_store(tenant)
+def test_second_compaction_after_an_interrupted_one_completes(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     s.close()
     killed = compact_in_child(tenant, "compact:3:KILL")
@@ -158,9 +157,8 @@ def test_second_compaction_after_an_interrupted_one_completes(tenant):
     assert "snapshot.new" in before and "log.retained.new" in before and "log.new" in before
     done = compact_in_child(tenant)
     assert done.returncode == 0, done.stderr
-    s = open_store(tenant)
+    s = stores(tenant)
     assert list(s.tables["User"].records) == [1] and s.watermarks()["User"] == 1
-    s.close()
 
 
 def _files_too_large_past(limit: int):
@@ -194,11 +192,11 @@ def _compact_refused_at_size(tenant: str, limit: int, before: dict, stored: tupl
     assert _records(tenant) == stored
 
 
-def test_an_offline_compaction_whose_snapshot_cannot_be_written_leaves_no_partial_file(tenant):
+def test_an_offline_compaction_whose_snapshot_cannot_be_written_leaves_no_partial_file(tenant, stores):
     """`dbsvc compact` failing partway through snapshot.new (EFBIG at 8 KiB of a ~40 KiB
     snapshot) exits 1 naming the error, removes the partial snapshot.new at once (not at the
     next open), and leaves the tenant's files as they were: every record still served."""
-    s = open_store(tenant)
+    s = stores(tenant)
     _results([s.insert("User", user(i, profile={"pad": "x" * 300})) for i in range(1, 101)])
     s.close()
     records, head = _records(tenant)
@@ -221,7 +219,7 @@ def _users_written_three_times(tenant):
 
 
 @pytest.mark.parametrize("step", [1, 2, 3, 4])
-def test_an_offline_compaction_failing_before_its_commit_point_leaves_no_new_file(tenant, step):
+def test_an_offline_compaction_failing_before_its_commit_point_leaves_no_new_file(tenant, step, stores):
     """An error after step 1, 2, 3 or 4 (snapshot.new complete; log.retained.new and log.new
     complete from step 2, 3 on) ends `install` with every `.new` file removed at once: the
     tenant's files byte for byte as before, every record served, the next open and write
@@ -233,12 +231,11 @@ def test_an_offline_compaction_failing_before_its_commit_point_leaves_no_new_fil
     assert f"(injected by DBSVC_FAULT compact:{step})" in res.stderr.decode()
     assert {name: data for name, data in dir_image(tenant).items() if name != "LOCK"} == before
     assert _records(tenant) == (records, head)
-    s = open_store(tenant)
+    s = stores(tenant)
     assert run(s.insert("User", user(None, email=f"{uuid.uuid4()}@x")))["id"] == 101
-    s.close()
 
 
-def test_an_offline_compaction_failing_past_its_commit_point_is_finished_by_the_next_open(tenant):
+def test_an_offline_compaction_failing_past_its_commit_point_is_finished_by_the_next_open(tenant, stores):
     """An error after step 5 (snapshot renamed) leaves the new pair standing: log.new and
     log.retained.new stay for the next open, which puts them in place."""
     records, head = _users_written_three_times(tenant)
@@ -246,7 +243,7 @@ def test_an_offline_compaction_failing_past_its_commit_point_is_finished_by_the_
     assert res.returncode == 1, res.stderr
     left = dir_image(tenant)
     assert "snapshot.new" not in left and "log.new" in left and "log.retained.new" in left
-    s = open_store(tenant, retain_bytes=1 << 20)
+    s = stores(tenant, retain_bytes=1 << 20)
     assert s.tables["User"].records == records["User"] and s.head_offset == head and s.oldest_offset == 0
     s.close()
     assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]

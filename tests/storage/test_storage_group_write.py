@@ -24,7 +24,7 @@ from dbsvc.storage.events import decode_event
 from dbsvc.storage.files import FaultPlan, FileOps
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from dbsvc.storage.logwriter import LogWriter, WriteState
-from support.storage import open_store, run, user
+from support.storage import run, user
 
 WAIT = 10.0
 
@@ -56,8 +56,8 @@ def _frames(store) -> list[tuple[int, str, int]]:
 
 
 @pytest.mark.parametrize("sync, calls", [("full", 1), ("off", 6)])
-def test_the_writes_of_one_turn_are_one_write_call_under_full_sync(tenant, sync, calls):
-    s = open_store(tenant, sync=sync, replication=True)
+def test_the_writes_of_one_turn_are_one_write_call_under_full_sync(tenant, sync, calls, stores):
+    s = stores(tenant, sync=sync, replication=True)
     ops = CountingOps()
 
     async def together():
@@ -69,7 +69,7 @@ def test_the_writes_of_one_turn_are_one_write_call_under_full_sync(tenant, sync,
         assert s.stats()["log_bytes"] == os.path.getsize(os.path.join(tenant, "log"))
         assert _frames(s) == [(i, "User", i) for i in range(1, 7)]
     s.close()
-    s = open_store(tenant)
+    s = stores(tenant)
     try:
         assert sorted(s.tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
         assert s.recovered_tail is None
@@ -77,10 +77,10 @@ def test_the_writes_of_one_turn_are_one_write_call_under_full_sync(tenant, sync,
         s.close()
 
 
-def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_path, monkeypatch):
+def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_path, monkeypatch, stores):
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     ops = CountingOps()
 
     async def go():
@@ -103,7 +103,7 @@ def test_writes_held_behind_an_fsync_in_flight_are_the_next_batch(tenant, tmp_pa
         assert (s.stats()["fsyncs"], s.stats()["commits"]) == (3, 5)
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     try:
         assert _frames(s) == [(i, "User", i) for i in range(1, 6)]
     finally:
@@ -122,14 +122,14 @@ async def _two_held_behind_a_held_fsync(s, gate) -> tuple[asyncio.Future, list[a
     return first, behind
 
 
-def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant, tmp_path, monkeypatch):
+def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant, tmp_path, monkeypatch, stores):
     # The fsync of write 2 is held, so writes 3 and 4 are still held frames when the
     # compaction takes its cut, and 5 and 6 when it starts the new log. Its threads read
     # the old log up to the cut (the retained segment) and past it (the new log): those
     # bytes must be in the file by then.
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
-    s = open_store(tenant, replication=True, retain_bytes=1 << 20)
+    s = stores(tenant, replication=True, retain_bytes=1 << 20)
     epoch = s.epoch
 
     async def go():
@@ -151,7 +151,7 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
     assert _frames(s) == [(i, "User", i) for i in range(1, 7)]  # retained segment + new log
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
-    s = open_store(tenant, replication=True, retain_bytes=1 << 20)
+    s = stores(tenant, replication=True, retain_bytes=1 << 20)
     try:
         assert sorted(s.tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
         assert _frames(s) == [(i, "User", i) for i in range(1, 7)]
@@ -159,11 +159,13 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
         s.close()
 
 
-def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenant, tmp_path, monkeypatch, caplog):
+def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(
+    tenant, tmp_path, monkeypatch, caplog, stores
+):
     gate = tmp_path / "gate"
     monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
     monkeypatch.setattr("dbsvc.storage.loghealth.RETRY_INTERVAL", 0.0)
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     ops = CountingOps()
     epoch = s.epoch
 
@@ -189,7 +191,7 @@ def test_a_compaction_whose_held_frames_find_no_room_fails_them_and_itself(tenan
     assert run(s.insert("User", user(5))) == user(5)
     s.close()
     monkeypatch.delenv("DBSVC_FAULT")
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     try:
         assert sorted(s.tables["User"].records) == [1, 2, 5]
         assert _frames(s) == [(1, "User", 1), (2, "User", 2), (3, "User", 5)]

@@ -77,14 +77,14 @@ def test_watermarks_at_names_the_last_moment_of_a_watermark_open_and_after_a_res
         store.close()
 
 
-def test_a_watermark_inside_the_snapshot_is_the_snapshots_moment(tmp_path):
+def test_a_watermark_inside_the_snapshot_is_the_snapshots_moment(tmp_path, stores):
     tenant = create_tenant(str(tmp_path), "t")
-    store = open_store(tenant, sync="off")
+    store = stores(tenant, sync="off")
     for step in SCRIPT:
         write(store, *step)
     store.close()
     compact_tenant(str(tmp_path), "t")
-    store = open_store(tenant, sync="off")
+    store = stores(tenant, sync="off")
     try:
         base = {"User": 3, "BlogPost": 2, "Comment": 1}  # live records: one row each
         assert store.watermarks() == base

@@ -31,7 +31,7 @@ from dbsvc.storage.logfile import (
     read_frames,
     renumber_frames,
 )
-from support.storage import open_store, run, user
+from support.storage import run, user
 
 EPOCH = "0123456789abcdef0123456789abcdef"
 
@@ -270,8 +270,8 @@ def test_a_frame_torn_to_zeros_before_a_good_frame_is_cut():
     assert offsets == [1, 2] and s.damage.position == starts[2]
 
 
-def test_store_refuses_a_stray_byte_and_keeps_the_file(tenant):
-    s = open_store(tenant)
+def test_store_refuses_a_stray_byte_and_keeps_the_file(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     s.close()
     path = os.path.join(tenant, "log")
@@ -282,7 +282,7 @@ def test_store_refuses_a_stray_byte_and_keeps_the_file(tenant):
     with open(path, "wb") as f:
         f.write(broken)
     with pytest.raises(CorruptLog) as info:
-        open_store(tenant)
+        stores(tenant)
     assert info.value.path == path and info.value.offset == len(data)
     with open(path, "rb") as f:
         assert f.read() == broken

@@ -47,13 +47,13 @@ def test_first_open_stores_the_description(tenant, blog):
         assert json.load(f) == blog.DESCRIPTION
 
 
-def test_added_fields_are_filled_and_persisted(populated):
+def test_added_fields_are_filled_and_persisted(populated, stores):
     mod = _evolve(
         "  profile  json?\n",
         "  profile  json?\n  nickname str?   @filter\n  rank     int     @sort @default(5)\n"
         "  since    datetime @default(now)\n",
     )
-    s = Store.open(populated, mod.MODELS, mod.DESCRIPTION)
+    s = stores(populated, module=mod)
     u1 = s.get("User", 1)[0]
     assert list(u1) == list(mod.MODELS[0].fields)
     assert u1["nickname"] is None and u1["rank"] == 5 and u1["since"].endswith("Z")
@@ -64,7 +64,7 @@ def test_added_fields_are_filled_and_persisted(populated):
     assert [r["id"] for r in s.list_records("User", Query(filters={"nickname": frozenset({None})}))[0]] == [1, 2]
     run(s.insert("User", user(7, nickname="x", rank=1, since="2026-02-02T00:00:00Z")))
     s.close()
-    s = Store.open(populated, mod.MODELS, mod.DESCRIPTION)
+    s = stores(populated, module=mod)
     assert s.get("User", 1)[0] == u1  # `now` was filled once, not per open
     assert not s.compacted_on_open
     assert s.get("User", 7)[0]["nickname"] == "x"
@@ -73,15 +73,14 @@ def test_added_fields_are_filled_and_persisted(populated):
         assert json.load(f) == mod.DESCRIPTION
 
 
-def test_flag_changes_and_added_model_migrate_without_compaction(populated):
+def test_flag_changes_and_added_model_migrate_without_compaction(populated, stores):
     mod = _module(
         BLOG_TEXT.replace("  body      str\n", "  body      str      @filter\n", 1)
         + "\nmodel Tag {\n  id int @id\n  label str @unique\n}\n"
     )
-    s = Store.open(populated, mod.MODELS, mod.DESCRIPTION)
+    s = stores(populated, module=mod)
     assert not s.compacted_on_open and s.live_counts()["Tag"] == 0
     assert run(s.insert("Tag", {"id": None, "label": "x"}))["id"] == 1
-    s.close()
 
 
 @pytest.mark.parametrize(

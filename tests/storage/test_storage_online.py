@@ -15,15 +15,7 @@ import pytest
 from dbsvc.errors import OffsetGone
 from dbsvc.storage import files
 from dbsvc.storage.snapshotreader import decode_snapshot
-from support.storage import (
-    HeldSnapshot,
-    assert_acknowledged_kept,
-    check_indexes,
-    killed_writers_records,
-    open_store,
-    run,
-    user,
-)
+from support.storage import HeldSnapshot, assert_acknowledged_kept, check_indexes, killed_writers_records, run, user
 
 TINY = 32 * 1024
 WRITERS_STORE = {"compact_bytes": TINY, "retain_bytes": 1 << 20}  # the killed writers' store
@@ -39,8 +31,8 @@ async def _churn(store, writers: int, rounds: int, users: int = 20) -> None:
     await asyncio.gather(*(writer(k) for k in range(writers)))
 
 
-def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant):
-    s = open_store(tenant, compact_bytes=TINY, replication=True)
+def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant, stores):
+    s = stores(tenant, compact_bytes=TINY, replication=True)
     highest = 0
 
     async def go():
@@ -68,23 +60,22 @@ def test_online_compaction_repeats_under_writers_and_keeps_every_ack(tenant):
     want = {name: dict(t.records) for name, t in s.tables.items()}
     head, marks, epoch = s.head_offset, s.watermarks(), s.epoch
     s.close()
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     assert {name: dict(t.records) for name, t in s.tables.items()} == want
     assert (s.head_offset, s.watermarks(), s.epoch) == (head, marks, epoch)
     check_indexes(s)
     assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json", "snapshot"]
-    s.close()
 
 
 @pytest.mark.parametrize("ended_by", ["the loop's end", "close()"])
-def test_a_compaction_step_cancelled_while_queued_does_not_hold_the_loop(tenant, ended_by):
+def test_a_compaction_step_cancelled_while_queued_does_not_hold_the_loop(tenant, ended_by, stores):
     """A compaction's thread step still queued in the executor when its task is cancelled
     never runs: the cancellation must not wait for it. The one worker is held busy by a
     call that returns once the compaction's task is done (or after 30 s), so the step stays
     queued; before the fix the cancelled task waited `idle.wait(60)` for a step that would
     never set it, on the loop, and the worker's call ran out its 30 s first (the rare
     61 s run of the churn test above, when `asyncio.run` ended at that moment)."""
-    s = open_store(tenant, compact_bytes=TINY, replication=True)
+    s = stores(tenant, compact_bytes=TINY, replication=True)
     done = threading.Event()
     released: list[bool] = []
 
@@ -115,14 +106,13 @@ def test_a_compaction_step_cancelled_while_queued_does_not_hold_the_loop(tenant,
     s.close()
     # Before any open could discard them: no step wrote a file after the close.
     assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
-    s = open_store(tenant)
+    s = stores(tenant)
     assert s.tables["User"].records[1 + writes % 20]["name"] == f"x{writes}"
     assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "schema.json"]
-    s.close()
 
 
-def test_online_compaction_starts_a_new_epoch_and_drops_old_offsets(tenant):
-    s = open_store(tenant, compact_bytes=TINY, replication=True)
+def test_online_compaction_starts_a_new_epoch_and_drops_old_offsets(tenant, stores):
+    s = stores(tenant, compact_bytes=TINY, replication=True)
 
     async def go():
         for i in range(1, 21):
@@ -146,11 +136,10 @@ def test_online_compaction_starts_a_new_epoch_and_drops_old_offsets(tenant):
     events = list(s.events_after(base))
     assert [e.offset for e in events] == list(range(base + 1, s.head_offset + 1))
     assert [e.watermark for e in events] == list(range(21, 21 + len(events)))
-    s.close()
 
 
-def test_as_of_reads_within_the_new_epoch(tenant):
-    s = open_store(tenant, compact_bytes=TINY)
+def test_as_of_reads_within_the_new_epoch(tenant, stores):
+    s = stores(tenant, compact_bytes=TINY)
 
     async def go():
         for i in range(1, 21):
@@ -184,7 +173,6 @@ def test_as_of_reads_within_the_new_epoch(tenant):
         assert s.get("User", 6, as_of=5)[0] is None
 
     run(go())
-    s.close()
 
 
 def replay_state(frames) -> dict:
@@ -200,8 +188,8 @@ def replay_state(frames) -> dict:
 
 
 @pytest.mark.parametrize("step", range(1, 10))
-def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
-    s = open_store(tenant)
+def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step, stores):
+    s = stores(tenant)
 
     async def go():
         for i in range(1, 21):
@@ -213,7 +201,7 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
     # retained segment holding every row before it) behind.
     last = killed_writers_records(tenant, f"compact:{step + 9}:KILL", WRITERS_STORE)
     for readonly in (True, False):
-        s = open_store(tenant, readonly=readonly, retain_bytes=1 << 20)
+        s = stores(tenant, readonly=readonly, retain_bytes=1 << 20)
         records = s.tables["User"].records
         # Retention is consistent whichever side of the commit point the kill fell: the
         # segment plus the log still hold every row since offset 0, gap-free.
@@ -231,16 +219,16 @@ def test_online_compaction_killed_after_each_step_loses_nothing(tenant, step):
         s.close()
 
 
-def test_online_compaction_killed_in_its_switch_in_memory_loses_nothing(tenant):
+def test_online_compaction_killed_in_its_switch_in_memory_loses_nothing(tenant, stores):
     """`epoch:2:KILL`: SIGKILL at the start of the second compaction's `_enter_epoch`, past
     its commit point (the new files renamed into place, the tables not yet switched), with
     writers running; the next open finds the new epoch, every acknowledged write and a
     gap-free stream."""
-    s = open_store(tenant)
+    s = stores(tenant)
     run(_fill_users(s))
     s.close()
     last = killed_writers_records(tenant, "epoch:2:KILL", WRITERS_STORE)
-    s = open_store(tenant, retain_bytes=1 << 20)
+    s = stores(tenant, retain_bytes=1 << 20)
     try:
         check_indexes(s)
         assert sorted(os.listdir(tenant)) == ["LOCK", "history", "log", "log.retained", "schema.json", "snapshot"]
@@ -259,11 +247,11 @@ async def _fill_users(s) -> None:
         await s.insert("User", user(i))
 
 
-def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
+def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant, stores):
     """The cut copies no records: writes after it (replace, delete, delete then re-insert,
     insert) note the record they replace, so the snapshot is the state at the cut."""
     layer = HeldSnapshot()
-    s = open_store(tenant, compact_bytes=1 << 40)
+    s = stores(tenant, compact_bytes=1 << 40)
 
     async def go():
         for i in range(1, 2001):
@@ -292,18 +280,17 @@ def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant):
     users = next(m for m in image.models if m.name == "User")
     assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
     # Snapshot + new log reopen to the live state, the writes after the cut included.
-    s = open_store(tenant)
+    s = stores(tenant)
     assert {i: s.get("User", i)[0] for i in (*range(1, 2001), 5000)} == live
     assert live[8] is None and live[9]["name"] == "back again" and live[7]["name"] == "after the cut"
     check_indexes(s)
-    s.close()
 
 
-def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
+def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant, stores):
     """A `POST /batch` after the cut notes what its replace and deletes change, and its
     inserts need no note (writes.py rule 4): the snapshot is the state at the cut."""
     layer = HeldSnapshot()
-    s = open_store(tenant, compact_bytes=1 << 40)
+    s = stores(tenant, compact_bytes=1 << 40)
 
     async def go():
         for i in range(1, 301):
@@ -331,18 +318,17 @@ def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
     assert image.head_offset == head
     users = next(m for m in image.models if m.name == "User")
     assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
-    s = open_store(tenant)
+    s = stores(tenant)
     assert {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)} == live
     assert live[8] is None and live[9]["name"] == "back again" and live[5000] is not None
     check_indexes(s)
-    s.close()
 
 
-def test_a_run_of_writes_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
+def test_a_run_of_writes_after_the_cut_leaves_the_image_as_at_the_cut(tenant, stores):
     """A run's writes (a turn's pass: held in the run, applied at once, writes.py rule 7)
     after the cut note what their replace and deletes change, as a write alone does."""
     layer = HeldSnapshot()
-    s = open_store(tenant, compact_bytes=1 << 40)
+    s = stores(tenant, compact_bytes=1 << 40)
 
     async def go():
         for i in range(1, 301):
@@ -372,8 +358,7 @@ def test_a_run_of_writes_after_the_cut_leaves_the_image_as_at_the_cut(tenant):
     image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
     users = next(m for m in image.models if m.name == "User")
     assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
-    s = open_store(tenant)
+    s = stores(tenant)
     assert {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)} == live
     assert live[7]["name"] == "after the cut" and live[8] is None and live[9]["name"] == "back again"
     check_indexes(s)
-    s.close()

@@ -40,8 +40,8 @@ def columns_of(part, path: str) -> list:
     return [value for _texts, keyed in snapshotreader.model_blocks(path, part) for value in keyed["name"]]
 
 
-def test_a_snapshot_written_in_paced_pieces_is_the_file_written_whole(tenant):
-    s = open_store(tenant, sync="off")
+def test_a_snapshot_written_in_paced_pieces_is_the_file_written_whole(tenant, stores):
+    s = stores(tenant, sync="off")
 
     async def fill():
         for i in range(1, snapshot.BLOCK_ROWS + 700):  # two blocks, the second short
@@ -83,11 +83,11 @@ def test_a_snapshot_written_in_paced_pieces_is_the_file_written_whole(tenant):
     assert users == len(image.models[0].rows)
 
 
-def test_writes_during_the_paced_steps_are_copied_before_the_switch_and_kept(tenant, monkeypatch, caplog):
+def test_writes_during_the_paced_steps_are_copied_before_the_switch_and_kept(tenant, monkeypatch, caplog, stores):
     # Every byte written since start_log is left to catch_up (SWITCH_BYTES 0), while sixteen
     # writers keep the log growing through every thread step.
     monkeypatch.setattr(online, "SWITCH_BYTES", 0)
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
 
     async def go():
         for i in range(1, 201):
@@ -118,7 +118,7 @@ def test_writes_during_the_paced_steps_are_copied_before_the_switch_and_kept(ten
     want = {name: dict(t.records) for name, t in s.tables.items()}
     head, marks, epoch = s.head_offset, s.watermarks(), s.epoch
     s.close()
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     try:
         assert {name: dict(t.records) for name, t in s.tables.items()} == want
         assert (s.head_offset, s.watermarks(), s.epoch) == (head, marks, epoch)

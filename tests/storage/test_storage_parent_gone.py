@@ -121,12 +121,12 @@ def test_a_cycle_of_two_is_undone_one_reference_at_a_time(tree):
     assert run(tree.delete("Node", 1)) == node(1)
 
 
-def test_the_delete_of_a_record_referencing_itself_is_logged_and_replayed(tmp_path):
+def test_the_delete_of_a_record_referencing_itself_is_logged_and_replayed(tmp_path, stores):
     source = tmp_path / "tree.dbs"
     source.write_text(TREE)
     compiled = compile_schema(load_schema(str(source)))
     tenant = create_tenant(str(tmp_path / "data"), "t")
-    store = Store.open(tenant, compiled.MODELS, compiled.DESCRIPTION)
+    store = stores(tenant, module=compiled)
     run(store.insert("Node", node(1)))
     run(store.replace("Node", 1, node(1, parent=1)))
     run(store.delete("Node", 1))
@@ -136,8 +136,7 @@ def test_the_delete_of_a_record_referencing_itself_is_logged_and_replayed(tmp_pa
         (EventKind.DELETE, 1, node(1, parent=1)),
     ]
     store.close()
-    store = Store.open(tenant, compiled.MODELS, compiled.DESCRIPTION)  # the log replays
+    store = stores(tenant, module=compiled)  # the log replays
     assert store.get("Node", 1)[0] is None
     run(store.insert("Node", node(2)))
     assert run(store.delete("Node", 2)) == node(2)  # no reference to 1 is left counted
-    store.close()

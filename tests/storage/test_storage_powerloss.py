@@ -170,17 +170,17 @@ def test_damage_ending_in_a_payload_byte_before_a_good_frame_still_refuses(tenan
         assert f.read() == bytes(broken)  # nothing was truncated
 
 
-def test_power_lost_at_each_step_of_discarding_a_compaction_keeps_the_old_state(tenant, tmp_path):
+def test_power_lost_at_each_step_of_discarding_a_compaction_keeps_the_old_state(tenant, tmp_path, stores):
     """Removing an unfinished compaction's `.new` files (compact.discard_new: an open after a
     crash before the commit point, an install that failed) loses power at each of its
     operations in turn: whatever the disk keeps, the next open serves every record as
     before. snapshot.new must go last: a log.new or log.retained.new that outlived it would
     be taken as past the commit point, and that log.new does not continue the old files."""
-    s = open_store(tenant)
+    s = stores(tenant)
     for i in range(1, 21):
         asyncio.run(s.insert("User", user(i)))
     s.close()
-    s = open_store(tenant, readonly=True)
+    s = stores(tenant, readonly=True)
     want = dict(s.tables["User"].records)
     s.close()
     killed = compact_in_child(tenant, "compact:3:KILL")  # snapshot.new, log.retained.new and log.new whole
@@ -202,7 +202,7 @@ def test_power_lost_at_each_step_of_discarding_a_compaction_keeps_the_old_state(
         for seed in range(8):
             disk = str(tmp_path / f"disk{crash_at}-{seed}")
             sim.materialise(disk, random.Random(seed))
-            s = open_store(disk)
+            s = stores(disk)
             assert dict(s.tables["User"].records) == want, (crash_at, seed)
             s.close()
         if finished:

@@ -12,7 +12,7 @@ from dbsvc.runtime import Query, compact_json
 from dbsvc.storage import shown as shown_module
 from dbsvc.storage.rows import pack, unpack
 from dbsvc.storage.table import Table
-from support.storage import BLOG, open_store, post, run, user
+from support.storage import BLOG, post, run, user
 
 USER, POST = BLOG.BY_NAME["User"], BLOG.BY_NAME["BlogPost"]
 
@@ -62,8 +62,8 @@ def test_passes_on_a_row_is_match_on_its_record(filters):
     assert POST.passes(POST.row(record), filters) is POST.match(record, filters)
 
 
-def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant):
-    s = open_store(tenant)
+def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant, stores):
+    s = stores(tenant)
     written = run(s.insert("User", user(1)))
     assert s.get("User", 1)[0] is written  # the write's own dict
     listed = s.list_records("User", Query())[0]
@@ -71,22 +71,20 @@ def test_a_record_read_twice_is_the_same_dict_until_it_changes(tenant):
     _previous, replaced = run(s.replace("User", 1, user(1, name="other")))
     assert s.get("User", 1)[0] is replaced and replaced["name"] == "other"
     s.close()
-    s = open_store(tenant)  # reopened: made once, then kept
+    s = stores(tenant)  # reopened: made once, then kept
     first = s.get("User", 1)[0]
     assert first == replaced and s.get("User", 1)[0] is first
     assert s.list_records("User", Query(sort=(("name", False),)))[0][0] is first
-    s.close()
 
 
-def test_past_versions_are_dicts_of_their_own(tenant):
-    s = open_store(tenant)
+def test_past_versions_are_dicts_of_their_own(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     run(s.replace("User", 1, user(1, name="second")))
     past, watermark = s.get("User", 1, as_of=1)
     assert past == user(1) and watermark == 1
     assert s.list_records("User", Query(as_of=1))[0] == [user(1)]
     assert s.get("User", 1)[0]["name"] == "second"
-    s.close()
 
 
 def test_shown_dicts_are_bounded(monkeypatch):

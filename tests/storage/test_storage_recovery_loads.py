@@ -41,7 +41,7 @@ from support.recovery_kit import (
     snapshot_of,
     write,
 )
-from support.storage import BLOG, open_store, post, run, user
+from support.storage import BLOG, post, run, user
 from support.tree import dir_image
 
 # -- a good load: what it returns -------------------------------------------------------------
@@ -88,8 +88,8 @@ def test_recent_holds_the_last_payloads_up_to_the_ring_capacity(history, capacit
     assert all(type(p) is bytes for p in loaded.recent)
 
 
-def test_a_checkpoint_is_kept_for_every_1024th_offset(tenant):
-    s = open_store(tenant)
+def test_a_checkpoint_is_kept_for_every_1024th_offset(tenant, stores):
+    s = stores(tenant)
     s.insert_batch([("User", user(i)) for i in range(1, 1031)])
     s.close()
     want = [(offset, pos) for offset, pos, _payload in frames_of(log_of(tenant)) if offset % 1024 == 0]
@@ -195,8 +195,8 @@ def test_load_from_a_snapshot_keeps_its_max_id_and_epoch(compacted, readonly):
 
 
 @pytest.mark.parametrize("readonly", [False, True])
-def test_load_replays_the_log_after_the_snapshot(compacted, readonly):
-    s = open_store(compacted)
+def test_load_replays_the_log_after_the_snapshot(compacted, readonly, stores):
+    s = stores(compacted)
     run(s.insert("User", user(7)))
     run(s.replace("User", 1, user(1, name="first")))
     s.close()

@@ -17,7 +17,7 @@ import pytest
 
 from dbsvc.compiler import compile_schema
 from dbsvc.schema import parse_schema
-from dbsvc.storage import Store, migrate, recovery, retain
+from dbsvc.storage import migrate, recovery, retain
 from dbsvc.storage.logfile import HEADER_SIZE, decode_header, encode_header
 from dbsvc.storage.snapshotreader import decode_snapshot
 from support.recovery_kit import (
@@ -119,10 +119,10 @@ def test_compaction_on_open_retains_the_old_log_for_replicas(history):
     assert read(segment) == encode_header(old_epoch, 0) + old[HEADER_SIZE:]
 
 
-def test_a_second_compaction_counts_only_the_rows_after_the_base(history, caplog):
+def test_a_second_compaction_counts_only_the_rows_after_the_base(history, caplog, stores):
     caplog.set_level(logging.INFO, logger=LOGGER)
     load(history, compact_bytes=1, retain_bytes=1 << 20)  # snapshot at 9, offsets 1-9 retained
-    s = Store.open(history, BLOG.MODELS, BLOG.DESCRIPTION, retain_bytes=1 << 20)
+    s = stores(history, retain_bytes=1 << 20)
     for n in range(13):  # 13 rows > twice the 6 live records
         run(s.replace("User", 2, user(2, name=f"name {n}")))
     s.close()

@@ -149,10 +149,10 @@ def test_a_second_compaction_frees_the_old_snapshot_and_retained_segment_too(ten
         s.close()
 
 
-def test_a_kill_in_the_middle_of_the_release_loses_nothing(tenant):
+def test_a_kill_in_the_middle_of_the_release_loses_nothing(tenant, stores):
     """DBSVC_FAULT=release:2:KILL: SIGKILL after the old log's first piece, writers running.
     The old files have no names by then, so the next open finds the new epoch whole."""
-    s = open_store(tenant)
+    s = stores(tenant)
     run(_fill(s, 20))
     epoch = s.epoch
     s.close()
@@ -160,7 +160,7 @@ def test_a_kill_in_the_middle_of_the_release_loses_nothing(tenant):
     last = killed_writers_records(
         tenant, "release:2:KILL", store, {"profile": "p" * 2000}, {"freeing.FREE_BYTES": 4096}
     )
-    s = open_store(tenant)
+    s = stores(tenant)
     try:
         check_indexes(s)
         assert s.compactions == 0 and s.epoch != epoch  # the killed process's compaction had switched

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 from dbsvc.runtime import Query
-from support.storage import open_store, run, user
+from support.storage import run, user
 
 
-def test_a_page_shown_again_is_the_same_dicts_until_a_record_of_it_changes(tmp_path):
-    store = open_store(str(tmp_path), sync="off")
+def test_a_page_shown_again_is_the_same_dicts_until_a_record_of_it_changes(tmp_path, stores):
+    store = stores(str(tmp_path), sync="off")
     query = Query(sort=(("name", False),), limit=3)
 
     async def go() -> None:
@@ -30,13 +30,12 @@ def test_a_page_shown_again_is_the_same_dicts_until_a_record_of_it_changes(tmp_p
         assert [r["name"] for r in store.list_page("User", query)[0]] == ["n2-new", "n3", "n4"]
 
     run(go())
-    store.close()
 
 
-def test_a_page_sent_whole_in_id_order_ends_on_its_id_and_a_sorted_one_on_its_record(tmp_path):
+def test_a_page_sent_whole_in_id_order_ends_on_its_id_and_a_sorted_one_on_its_record(tmp_path, stores):
     """With texts, the last record's `Link` reads its id alone in id order (shown.py
     `_sent_id`: never decoded for it) and every sort key when sorted: the whole record."""
-    store = open_store(str(tmp_path), sync="off")
+    store = stores(str(tmp_path), sync="off")
 
     async def go() -> None:
         for i in range(1, 6):
@@ -49,4 +48,3 @@ def test_a_page_sent_whole_in_id_order_ends_on_its_id_and_a_sorted_one_on_its_re
             assert by_name[-1]["name"] == "n3" and by_name[-1] == json.loads(by_name[-1].text)
 
     run(go())
-    store.close()

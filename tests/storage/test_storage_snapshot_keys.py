@@ -129,9 +129,9 @@ def test_an_open_reads_the_keys_and_only_a_sample_of_the_rows(compacted, monkeyp
         assert [t.encode() for t in scanned] == firsts_and_lasts
 
 
-def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch):
+def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch, stores):
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", 150)
-    s = open_store(tenant)
+    s = stores(tenant)
 
     async def go():
         for i in range(1, 201):
@@ -461,7 +461,7 @@ _user_fields = st.lists(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(users=_user_fields, deleted=st.sets(st.integers(1, 24), max_size=6), block=st.integers(1, 7))
-def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, monkeypatch):
+def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, monkeypatch, stores):
     """Records of any values the key columns carry (any text, ints past 64 bits in a
     json field, nulls where a sort key goes, TABs and quotes, blocks with and without
     gaps): opened from the keys they are the records written, with the indexes agreeing;
@@ -469,7 +469,7 @@ def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, 
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", block)
     with tempfile.TemporaryDirectory() as base:
         tenant = create_tenant(base, "t")
-        s = open_store(tenant, sync="off")
+        s = stores(tenant, sync="off")
 
         async def go():
             for i, fields in enumerate(users, 1):

@@ -245,14 +245,14 @@ def test_model_windows_counts_rows_against_the_header():
 
 
 @pytest.mark.parametrize("version", [1, 2])
-def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeypatch, version):
+def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeypatch, version, stores):
     """Ages (int keys, some null, some past 2**31) and joined (datetime -> microseconds)
     read window by window from a format-1 snapshot, or block by block from a format-2
     one's keys: the sort indexes hold them in arrays, nulls apart, and agree with the
     records."""
     monkeypatch.setattr(snapshotreader, "WINDOW", 100)
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", 4)
-    s = open_store(tenant)
+    s = stores(tenant)
 
     async def go():
         for i in range(1, N_USERS + 1):
@@ -266,7 +266,7 @@ def test_number_sort_keys_load_into_arrays_with_nulls_kept_apart(tenant, monkeyp
     if version == 1:
         snapshot_in_format_1(os.path.join(tenant, "snapshot"))
     assert _users(tenant) == want  # check_indexes included
-    s = open_store(tenant)
+    s = stores(tenant)
     try:
         table = s.tables["User"]
         for f in ("age", "joined"):

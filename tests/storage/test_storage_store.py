@@ -18,12 +18,12 @@ from dbsvc.errors import (
 )
 from dbsvc.runtime import Query
 from dbsvc.storage import ChangeEvent, EventKind, query
-from support.storage import open_store, post, reference_list, run, user
+from support.storage import post, reference_list, run, user
 from support.tree import dir_image
 
 
-def test_insert_assigns_max_ever_used_plus_one(tenant):
-    s = open_store(tenant)
+def test_insert_assigns_max_ever_used_plus_one(tenant, stores):
+    s = stores(tenant)
 
     async def go():
         a = await s.insert("User", user(None, email="a@x"))
@@ -34,13 +34,12 @@ def test_insert_assigns_max_ever_used_plus_one(tenant):
 
     assert run(go()) == (1, 10, 11)
     s.close()
-    s = open_store(tenant)
+    s = stores(tenant)
     assert run(s.insert("User", user(None, email="d@x")))["id"] == 12
-    s.close()
 
 
-def test_unique_violation_on_primary_key_and_unique_field(tenant):
-    s = open_store(tenant)
+def test_unique_violation_on_primary_key_and_unique_field(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with pytest.raises(UniqueViolation, match="id 1 is already used by user 1"):
         run(s.insert("User", user(1, email="other@x")))
@@ -50,11 +49,10 @@ def test_unique_violation_on_primary_key_and_unique_field(tenant):
     with pytest.raises(UniqueViolation):
         run(s.replace("User", 2, user(2, email="u1@example.com")))
     run(s.replace("User", 2, user(2, email="u2@example.com", name="same email kept")))
-    s.close()
 
 
-def test_refused_write_changes_nothing_in_memory_or_on_disk(tenant):
-    s = open_store(tenant)
+def test_refused_write_changes_nothing_in_memory_or_on_disk(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     before = dir_image(tenant)
     state = (s.watermarks(), s.head_offset, dict(s.tables["User"].records))
@@ -68,11 +66,10 @@ def test_refused_write_changes_nothing_in_memory_or_on_disk(tenant):
             run(attempt)
     assert (s.watermarks(), s.head_offset, dict(s.tables["User"].records)) == state
     assert dir_image(tenant) == before
-    s.close()
 
 
-def test_foreign_keys_and_referenced_count(tenant):
-    s = open_store(tenant)
+def test_foreign_keys_and_referenced_count(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     with pytest.raises(ForeignKeyViolation, match="author_id 2 does not match any user"):
         run(s.insert("BlogPost", post(1, author=2)))
@@ -86,17 +83,15 @@ def test_foreign_keys_and_referenced_count(tenant):
     run(s.delete("BlogPost", 1))
     run(s.delete("BlogPost", 2))
     assert run(s.delete("User", 1))["id"] == 1
-    s.close()
 
 
-def test_filters_are_typed_so_3_and_3_0_are_one_key(tenant):
-    s = open_store(tenant)
+def test_filters_are_typed_so_3_and_3_0_are_one_key(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
     run(s.insert("BlogPost", post(1, score=3.0)))
     run(s.insert("BlogPost", post(2, score=3)))
     records, total, _ = s.list_records("BlogPost", Query(filters={"score": frozenset({3})}))
     assert [r["id"] for r in records] == [1, 2] and total == 2
-    s.close()
 
 
 def _random_posts(s, n, seed=7):
@@ -157,11 +152,10 @@ QUERIES = [
 
 
 @pytest.mark.parametrize("q", QUERIES)
-def test_indexed_list_agrees_with_a_full_sort(tenant, q):
-    s = open_store(tenant, sync="off")
+def test_indexed_list_agrees_with_a_full_sort(tenant, q, stores):
+    s = stores(tenant, sync="off")
     _random_posts(s, 600)
     assert_list_agrees_with_a_full_sort(s, "BlogPost", q)
-    s.close()
 
 
 def _random_users(s, n, seed=11):
@@ -206,17 +200,16 @@ ONE_KEY_QUERIES = [
 
 @pytest.mark.parametrize("walk_factor", [0, query.WALK_FACTOR], ids=["always-walk", "planned"])
 @pytest.mark.parametrize("q", ONE_KEY_QUERIES)
-def test_one_key_walk_agrees_with_a_full_sort(tenant, q, walk_factor, monkeypatch):
+def test_one_key_walk_agrees_with_a_full_sort(tenant, q, walk_factor, monkeypatch, stores):
     monkeypatch.setattr(query, "WALK_FACTOR", walk_factor)
     monkeypatch.setattr(query, "KEPT_WALK_FACTOR", walk_factor and query.KEPT_WALK_FACTOR)
-    s = open_store(tenant, sync="off")
+    s = stores(tenant, sync="off")
     _random_users(s, 400)
     assert_list_agrees_with_a_full_sort(s, "User", q)
-    s.close()
 
 
-def test_ties_break_on_id_ascending_in_both_directions(tenant):
-    s = open_store(tenant, sync="off")
+def test_ties_break_on_id_ascending_in_both_directions(tenant, stores):
+    s = stores(tenant, sync="off")
     run(s.insert("User", user(1, age=30)))
     run(s.insert("User", user(2, age=None)))
     run(s.insert("User", user(3, age=30)))
@@ -225,11 +218,10 @@ def test_ties_break_on_id_ascending_in_both_directions(tenant):
     desc, _, _ = s.list_records("User", Query(sort=(("age", True),)))
     assert [r["id"] for r in asc] == [4, 1, 3, 2]  # nulls last ascending
     assert [r["id"] for r in desc] == [2, 1, 3, 4]  # nulls first descending, ids ascending in ties
-    s.close()
 
 
-def test_events_reach_subscribers_after_commit_in_offset_order(tenant):
-    s = open_store(tenant)
+def test_events_reach_subscribers_after_commit_in_offset_order(tenant, stores):
+    s = stores(tenant)
     seen: list[ChangeEvent] = []
     unsubscribe = s.subscribe(lambda event, frame: seen.append(event))
 
@@ -256,22 +248,20 @@ def test_events_reach_subscribers_after_commit_in_offset_order(tenant):
     unsubscribe()
     run(s.insert("BlogPost", post(99)))
     assert len(seen) == 23
-    s.close()
 
 
-def test_event_frame_is_the_log_record(tenant):
-    s = open_store(tenant, replication=True)
+def test_event_frame_is_the_log_record(tenant, stores):
+    s = stores(tenant, replication=True)
     run(s.insert("User", user(1)))
     frames = list(s.frames_after(0))
     with open(s.epoch_state.log_path, "rb") as f:
         assert f.read()[40:] == frames[0]
     assert frames[0] == next(iter(s.events_after(0))).frame()
-    s.close()
 
 
 @pytest.mark.parametrize("replication", [False, True])
-def test_events_after_ring_and_log(tenant, replication):
-    s = open_store(tenant, ring_capacity=5, replication=replication)
+def test_events_after_ring_and_log(tenant, replication, stores):
+    s = stores(tenant, ring_capacity=5, replication=replication)
 
     async def go():
         for i in range(1, 11):
@@ -288,16 +278,15 @@ def test_events_after_ring_and_log(tenant, replication):
         with pytest.raises(OffsetGone):
             list(s.events_after(2))
     s.close()
-    s = open_store(tenant, ring_capacity=5, replication=replication)
+    s = stores(tenant, ring_capacity=5, replication=replication)
     assert [e.offset for e in s.events_after(6)] == [7, 8, 9, 10]
-    s.close()
 
 
-def test_events_after_reads_from_checkpoints(tenant, monkeypatch):
+def test_events_after_reads_from_checkpoints(tenant, monkeypatch, stores):
     from dbsvc.storage import recovery
 
     monkeypatch.setattr(recovery, "CHECKPOINT_EVERY", 4)
-    s = open_store(tenant, replication=True, sync="off")
+    s = stores(tenant, replication=True, sync="off")
 
     async def go():
         for i in range(1, 40):
@@ -307,30 +296,27 @@ def test_events_after_reads_from_checkpoints(tenant, monkeypatch):
     for after in (0, 3, 4, 5, 17, 38, 39):
         assert [e.offset for e in s.events_after(after)] == list(range(after + 1, 40))
     s.close()
-    s = open_store(tenant, replication=True)
+    s = stores(tenant, replication=True)
     assert [e.offset for e in s.events_after(21)] == list(range(22, 40))
-    s.close()
 
 
-def test_readonly_open_sees_writer_state_and_refuses_writes(tenant):
-    s = open_store(tenant)
+def test_readonly_open_sees_writer_state_and_refuses_writes(tenant, stores):
+    s = stores(tenant)
     run(s.insert("User", user(1)))
-    r = open_store(tenant, readonly=True)
+    r = stores(tenant, readonly=True)
     assert r.get("User", 1)[0]["id"] == 1
     with pytest.raises(Unavailable):
         run(r.insert("User", user(2)))
     r.close()
-    s.close()
 
 
-def test_reopen_restores_everything(tenant):
-    s = open_store(tenant)
+def test_reopen_restores_everything(tenant, stores):
+    s = stores(tenant)
     _random_posts(s, 300)
     run(s.replace("BlogPost", next(iter(s.tables["BlogPost"].records)), post(None, title="x")))
     state = {m: dict(t.records) for m, t in s.tables.items()}
     marks, head, epoch = s.watermarks(), s.head_offset, s.epoch
     s.close()
-    s = open_store(tenant)
+    s = stores(tenant)
     assert {m: dict(t.records) for m, t in s.tables.items()} == state
     assert (s.watermarks(), s.head_offset, s.epoch) == (marks, head, epoch)
-    s.close()

@@ -11,7 +11,7 @@ import pytest
 from dbsvc.errors import TenantError, TenantLocked
 from dbsvc.storage.lock import probe_lock
 from dbsvc.storage.tenants import create_tenant, drop_tenant, list_tenants, tenant_dir
-from support.storage import ROOT, open_store, run, user
+from support.storage import ROOT, run, user
 from support.tree import dir_image
 
 HOLDER = os.path.join(os.path.dirname(__file__), "holder_child.py")
@@ -25,13 +25,13 @@ def test_invalid_tenant_names_are_refused(tmp_path, name):
         tenant_dir(str(tmp_path), name)
 
 
-def test_create_list_drop(tmp_path):
+def test_create_list_drop(tmp_path, stores):
     data = str(tmp_path / "data")
     path = create_tenant(data, "a1")
     create_tenant(data, "b_2-c")
     with pytest.raises(TenantError, match="already exists"):
         create_tenant(data, "a1")
-    s = open_store(path)
+    s = stores(path)
     run(s.insert("User", user(1)))
     infos = {i.name: i for i in list_tenants(data)}
     assert set(infos) == {"a1", "b_2-c"}
@@ -46,19 +46,19 @@ def test_create_list_drop(tmp_path):
         drop_tenant(data, "a1")
 
 
-def test_drop_is_refused_while_a_workers_reader_serves_the_tenant_whose_lock_is_free(tmp_path):
+def test_drop_is_refused_while_a_workers_reader_serves_the_tenant_whose_lock_is_free(tmp_path, stores):
     """`serve --workers`: while the writer restarts, the tenant's own lock is free but a
     reader still holds its copy's (workers/reader-K). The drop is refused, naming the
     reader, and nothing is removed; once no reader holds it, the drop goes through."""
     data = str(tmp_path)
     path = create_tenant(data, "shop")
-    s = open_store(path)
+    s = stores(path)
     run(s.insert("User", user(1)))
     s.close()  # the writer is gone
     reader = os.path.join(path, "workers", "reader-2")
     os.makedirs(os.path.join(path, "workers", "reader-1"))  # a copy never served: no LOCK
     os.makedirs(reader)
-    held = open_store(reader)  # a reader serving its copy
+    held = stores(reader)  # a reader serving its copy
     before = dir_image(tmp_path)
     with pytest.raises(TenantLocked) as refused:
         drop_tenant(data, "shop")
@@ -71,13 +71,13 @@ def test_drop_is_refused_while_a_workers_reader_serves_the_tenant_whose_lock_is_
     assert list_tenants(data) == []
 
 
-def test_second_writer_in_process_gets_the_holder_pid(tenant):
-    s = open_store(tenant)
+def test_second_writer_in_process_gets_the_holder_pid(tenant, stores):
+    s = stores(tenant)
     with pytest.raises(TenantLocked) as info:
-        open_store(tenant)
+        stores(tenant)
     assert info.value.pid == os.getpid()
     s.close()
-    open_store(tenant).close()
+    stores(tenant).close()
 
 
 def _cli(*args, env):

@@ -57,15 +57,15 @@ def test_a_version_is_the_offset_of_the_records_last_write(tenant):
         s.close()
 
 
-def test_versions_survive_a_restart_and_an_offline_compaction(tenant):
-    s = open_store(tenant)
+def test_versions_survive_a_restart_and_an_offline_compaction(tenant, stores):
+    s = stores(tenant)
     last = _fill(s)
     s.close()
-    s = open_store(tenant)
+    s = stores(tenant)
     assert _versions(s) == last  # replayed from the log
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
-    s = open_store(tenant)
+    s = stores(tenant)
     try:
         assert _versions(s) == last  # read from the snapshot's versions lines
         run(s.replace("User", 4, user(4, name="after")))
@@ -74,7 +74,7 @@ def test_versions_survive_a_restart_and_an_offline_compaction(tenant):
     finally:
         s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))  # snapshot + log again
-    s = open_store(tenant)
+    s = stores(tenant)
     try:
         assert _versions(s) == last
     finally:
@@ -143,14 +143,14 @@ def _as_format_2(path: str) -> None:
         f.write(b"".join(b"%08x " % zlib.crc32(b) + b + b"\n" for b in bodies))
 
 
-def test_a_snapshot_from_before_versions_gives_its_head_and_the_next_compaction_keeps_it(tenant):
-    s = open_store(tenant)
+def test_a_snapshot_from_before_versions_gives_its_head_and_the_next_compaction_keeps_it(tenant, stores):
+    s = stores(tenant)
     _fill(s)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     path = os.path.join(tenant, "snapshot")
     _as_format_2(path)
-    s = open_store(tenant)
+    s = stores(tenant)
     head = s.head_offset  # the snapshot's: no row after it
     try:
         assert set(_versions(s).values()) == {head}
@@ -158,7 +158,7 @@ def test_a_snapshot_from_before_versions_gives_its_head_and_the_next_compaction_
         s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     assert json.loads(open(path, "rb").read().split(b"\n")[0][9:])["format"] == snapshot.FORMAT == 3
-    s = open_store(tenant)
+    s = stores(tenant)
     try:
         assert set(_versions(s).values()) == {head}  # unchanged: the records did not change
     finally:
@@ -190,12 +190,12 @@ def test_an_as_of_read_gets_the_version_of_the_record_it_shows(tenant):
         s.close()
 
 
-def test_an_as_of_read_below_a_snapshot_gets_the_snapshots_versions(tenant):
-    s = open_store(tenant)
+def test_an_as_of_read_below_a_snapshot_gets_the_snapshots_versions(tenant, stores):
+    s = stores(tenant)
     last = _fill(s)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
-    s = open_store(tenant)
+    s = stores(tenant)
     try:
         run(s.replace("User", 1, user(1, name="new")))
         for n in range(1, len(last) + 1):

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from dbsvc.errors import NotFound, Unavailable
 from dbsvc.storage.files import FaultPlan
-from support.storage import open_store, run, user
+from support.storage import run, user
 
 
 @contextmanager
@@ -24,9 +24,9 @@ def tenant() -> Iterator[str]:
         yield tmp
 
 
-def test_a_group_of_writes_is_settled_in_order_once_its_fsync_is_done():
+def test_a_group_of_writes_is_settled_in_order_once_its_fsync_is_done(stores):
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
         seen: list[tuple[int, object, int]] = []
 
         async def go() -> None:
@@ -57,14 +57,14 @@ def test_a_group_of_writes_is_settled_in_order_once_its_fsync_is_done():
         assert all(head >= offset for (_i, _e, head), offset in zip(seen, range(1, 6)))
         assert s.stats()["commits"] == 5
         s.close()
-        reopened = open_store(tmp)
+        reopened = stores(tmp)
         assert sorted(reopened.tables["User"].records) == [1, 2] and reopened.get("User", 2)[0]["name"] == "two"
         reopened.close()
 
 
-def test_a_failed_fsync_settles_each_write_of_its_group_with_unavailable():
+def test_a_failed_fsync_settles_each_write_of_its_group_with_unavailable(stores):
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
         run(s.insert("User", user(1)))
         size = os.path.getsize(os.path.join(tmp, "log"))
         s.commit_queue.writer.faults = FaultPlan("fsync:1:EIO")
@@ -90,9 +90,9 @@ def test_a_failed_fsync_settles_each_write_of_its_group_with_unavailable():
         s.close()
 
 
-def test_a_write_refused_by_its_checks_raises_and_never_settles():
+def test_a_write_refused_by_its_checks_raises_and_never_settles(stores):
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
         run(s.insert("User", user(1)))
         called: list[object] = []
 
@@ -108,9 +108,9 @@ def test_a_write_refused_by_its_checks_raises_and_never_settles():
         s.close()
 
 
-def test_without_a_sync_each_write_is_settled_on_the_next_loop_turn():
+def test_without_a_sync_each_write_is_settled_on_the_next_loop_turn(stores):
     with tenant() as tmp:
-        s = open_store(tmp, sync="off")
+        s = stores(tmp, sync="off")
         seen: list[object] = []
 
         async def go() -> None:
@@ -124,9 +124,9 @@ def test_without_a_sync_each_write_is_settled_on_the_next_loop_turn():
         s.close()
 
 
-def test_a_callback_that_raises_keeps_no_other_write_of_its_group_from_its_outcome():
+def test_a_callback_that_raises_keeps_no_other_write_of_its_group_from_its_outcome(stores):
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
         seen: list[object] = []
 
         def broken(error: BaseException | None) -> None:
@@ -152,9 +152,9 @@ def test_a_callback_that_raises_keeps_no_other_write_of_its_group_from_its_outco
         s.close()
 
 
-def test_a_write_queued_when_its_loop_ends_is_settled_by_close():
+def test_a_write_queued_when_its_loop_ends_is_settled_by_close(stores):
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
         seen: list[object] = []
 
         async def go() -> None:
@@ -164,14 +164,14 @@ def test_a_write_queued_when_its_loop_ends_is_settled_by_close():
         assert seen == []
         s.close()  # the final fsync: the callback is called at once, the loop being closed
         assert seen == [None]
-        reopened = open_store(tmp)
+        reopened = stores(tmp)
         assert reopened.get("User", 1)[0] is not None
         reopened.close()
 
 
-def test_a_write_queued_when_its_loop_ends_hears_its_final_fsync_fail_from_close():
+def test_a_write_queued_when_its_loop_ends_hears_its_final_fsync_fail_from_close(stores):
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
         seen: list[object] = []
 
         async def go() -> None:
@@ -181,14 +181,14 @@ def test_a_write_queued_when_its_loop_ends_hears_its_final_fsync_fail_from_close
         s.commit_queue.writer.faults = FaultPlan("fsync:1:EIO")
         s.close()
         assert len(seen) == 1 and isinstance(seen[0], Unavailable)
-        reopened = open_store(tmp)
+        reopened = stores(tmp)
         assert reopened.get("User", 1)[0] is None
         reopened.close()
 
 
-def test_the_apply_writes_still_hand_back_a_future_each():
+def test_the_apply_writes_still_hand_back_a_future_each(stores):
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
 
         async def go() -> None:
             record, durable = s.apply_insert("User", user(1))
@@ -205,11 +205,11 @@ def test_the_apply_writes_still_hand_back_a_future_each():
         s.close()
 
 
-def test_a_write_told_by_a_callback_refuses_an_unknown_model_as_not_found():
+def test_a_write_told_by_a_callback_refuses_an_unknown_model_as_not_found(stores):
     """`replace_then` and `insert_run_then` look their table up inline (writeapi.py): an
     unknown model is still `NotFound`, as `table()` says it, and nothing is applied."""
     with tenant() as tmp:
-        s = open_store(tmp)
+        s = stores(tmp)
         for write in (
             lambda: s.replace_then("Nobody", 1, user(1), lambda error: None),
             lambda: s.insert_run_then("Nobody", [user(1)], [lambda error: None]),

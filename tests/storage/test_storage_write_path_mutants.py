@@ -54,12 +54,12 @@ def _write_some(s, count: int) -> None:
     run(go())
 
 
-def test_the_running_store_checkpoints_the_frames_a_reopen_checkpoints(tenant, every):
-    s = open_store(tenant)
+def test_the_running_store_checkpoints_the_frames_a_reopen_checkpoints(tenant, every, stores):
+    s = stores(tenant)
     _write_some(s, 10)  # offsets 1-12: checkpoints at 4, 8, 12
     live = list(s.epoch_state.checkpoints)
     s.close()
-    reopened = open_store(tenant)
+    reopened = stores(tenant)
     try:
         assert live == reopened.epoch_state.checkpoints
         assert [offset for offset, _ in live] == [4, 8, 12]
@@ -67,12 +67,12 @@ def test_the_running_store_checkpoints_the_frames_a_reopen_checkpoints(tenant, e
         reopened.close()
 
 
-def test_frames_after_each_offset_of_the_running_store_are_the_log_s_frames_after_it(tenant, every):
-    s = open_store(tenant)
+def test_frames_after_each_offset_of_the_running_store_are_the_log_s_frames_after_it(tenant, every, stores):
+    s = stores(tenant)
     _write_some(s, 10)
     live = {after: list(s.frames_after(after)) for after in range(13)}
     s.close()
-    reopened = open_store(tenant)
+    reopened = stores(tenant)
     try:
         for after in range(13):
             assert live[after] == list(reopened.frames_after(after)), after
@@ -96,8 +96,8 @@ def test_a_write_refused_for_room_gives_its_id_back(tenant, monkeypatch):
         s.close()
 
 
-def test_an_update_is_published_and_logged_with_its_record_and_the_one_it_replaced(tenant):
-    s = open_store(tenant)
+def test_an_update_is_published_and_logged_with_its_record_and_the_one_it_replaced(tenant, stores):
+    s = stores(tenant)
     seen = []
     s.subscribe(lambda event, frame: seen.append(event))
 
@@ -110,7 +110,7 @@ def test_an_update_is_published_and_logged_with_its_record_and_the_one_it_replac
     inserted, updated = seen
     assert (inserted.id, inserted.record, inserted.previous) == (1, user(1), None)
     assert (updated.id, updated.record, updated.previous) == (1, user(1, name="renamed"), user(1))
-    reopened = open_store(tenant)
+    reopened = stores(tenant)
     try:
         assert list(reopened.events_after(0)) == seen
     finally:
@@ -193,10 +193,10 @@ def test_a_write_not_applied_under_sync_off_leaves_no_checkpoint(tenant, monkeyp
         reopened.close()
 
 
-def test_a_record_inserted_alone_has_its_version_at_once_and_after_a_reopen(tenant):
+def test_a_record_inserted_alone_has_its_version_at_once_and_after_a_reopen(tenant, stores):
     """`Store.insert` (`apply_insert` -> `insert_then`) stamps the record's version, its
     ETag, with the offset of its row, as a run's insert does (writes.py rule 6)."""
-    s = open_store(tenant)
+    s = stores(tenant)
 
     async def go() -> list[tuple[int, int]]:
         seen = []
@@ -208,6 +208,5 @@ def test_a_record_inserted_alone_has_its_version_at_once_and_after_a_reopen(tena
     seen = run(go())
     assert seen == [(1, 1), (2, 2)]
     s.close()
-    s = open_store(tenant)
+    s = stores(tenant)
     assert (s.version("User", 1), s.version("User", 2)) == (1, 2)
-    s.close()

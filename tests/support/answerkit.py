@@ -98,7 +98,7 @@ class Served(InProcessServer):
 
         def look() -> list[tuple[Phase, float]]:
             now = self.hub.loop.time()
-            return [(c.phase, c.deadline - now) for c in self.hub.connections if c._peer == me]
+            return [(c.phase, c.deadline - now) for c in self.hub.connections if c.peer == me]
 
         return self.call(look)  # type: ignore[return-value]
 
