@@ -341,7 +341,19 @@ class NextLinks:
     that one record is the whole cost.
     """
 
-    __slots__ = ("_id", "_keys", "_last", "_link", "_rest", "_start")
+    __slots__ = (
+        "_by_float",
+        "_by_id",
+        "_by_int",
+        "_by_null",
+        "_by_str",
+        "_id",
+        "_keys",
+        "_last",
+        "_link",
+        "_rest",
+        "_start",
+    )
 
     def __init__(
         self,
@@ -362,24 +374,58 @@ class NextLinks:
         self._id = id_field
         self._last: Mapping[str, Any] | None = None
         self._link = ""
+        # the bytes after the head's whole groups of a cursor with an int id, written by one
+        # bytes `%` (the key's and the id's text, the joins and the ASCII encode in one C
+        # call): id order, one int key (a datetime's too), one finite float key, a str key
+        # (json's own C escape first), a null. `%d` is int.__repr__ and `%a` of a float is
+        # float.__repr__, json.dumps' own words for both (tests/app/test_link_cursor_bytes.py
+        # holds the text to json.dumps'). The head's rest is 0-2 bytes of its end, `",[`:
+        # never a `%` the format would read.
+        rest = self._rest
+        assert b"%" not in rest, rest
+        self._by_id = rest + b"],%d]"
+        self._by_int = rest + b"%d],%d]"
+        self._by_float = rest + b"%a],%d]"
+        self._by_str = rest + b"%s],%d]"
+        self._by_null = rest + b"null],%d]"
 
     def after(self, record: Mapping[str, Any]) -> str:
         """The next page's `Link` value, after `record` (the page's last)."""
         if record is self._last:
             return self._link
         id_ = record[self._id]
-        text = "]," + (int.__repr__(id_) if type(id_) is int else _json_key(id_)) + "]"
-        # no key (id order) and one key (a sort on one field): no list made and joined, the
-        # id's repr inline; 0.5-0.9 us of ~2-2.7 a page (bench/README.md, wt-rand7)
         keys = self._keys
-        if len(keys) == 1:
-            field, key = keys[0]
-            text = _json_key(key(record[field])) + text
-        elif keys:
-            text = ",".join([_json_key(key(record[field])) for field, key in keys]) + text
-        cursor = binascii.b2a_base64(self._rest + text.encode("ascii"), newline=False)
+        # an int id in id order or under one int, finite float, str or null key (every
+        # cursor row of the matrix): one bytes `%`, where the key's and the id's reprs, the
+        # joins and the encode were ~0.4 us of a float key's ~1.8 (bench/README.md, wt-link);
+        # a float's repr itself (~0.3 us) stays. Any other key (a bool, a non-finite float,
+        # several keys) or id (a str) takes the text made key by key.
+        if type(id_) is int and len(keys) < 2:
+            if not keys:
+                data = self._by_id % id_
+            else:
+                field, key = keys[0]
+                value = key(record[field])
+                kind = type(value)
+                if kind is float and value - value == 0.0:  # finite: inf - inf and NaN are NaN
+                    data = self._by_float % (value, id_)
+                elif kind is int:
+                    data = self._by_int % (value, id_)
+                elif kind is str:
+                    data = self._by_str % (_ascii(value).encode("ascii"), id_)
+                elif value is None:
+                    data = self._by_null % id_
+                else:
+                    data = self._rest + (_json_key(value) + "]," + int.__repr__(id_) + "]").encode("ascii")
+        else:
+            text = "]," + (int.__repr__(id_) if type(id_) is int else _json_key(id_)) + "]"
+            if keys:
+                text = ",".join([_json_key(key(record[field])) for field, key in keys]) + text
+            data = self._rest + text.encode("ascii")
+        # base64url without its padding: `=` is only ever padding, deleted by the translate
+        cursor = binascii.b2a_base64(data, newline=False).translate(_URLSAFE, b"=")
         self._last = record
-        self._link = f'{self._start}{cursor.translate(_URLSAFE).rstrip(b"=").decode("ascii")}>; rel="next"'
+        self._link = f'{self._start}{cursor.decode("ascii")}>; rel="next"'
         return self._link
 
 
