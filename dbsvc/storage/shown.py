@@ -451,7 +451,7 @@ class ShownDicts:
             shown.move_to_end(id_)
         elif len(shown) >= self.capacity and not self._within():
             self._weight -= weight(shown.popitem(last=False)[1])
-            while len(shown) > self.capacity and self._weight > self.budget:
+            while len(shown) >= self.capacity and self._weight >= self.budget:
                 self._weight -= weight(shown.popitem(last=False)[1])
         entry = (stored, record, text)
         shown[id_] = entry

@@ -88,3 +88,43 @@ def test_a_cache_weighing_exactly_its_share_is_full():
     assert list(dicts.ids) == list(range(10, 74)) and dicts.weighs == 91 * shown.SHOWN_SHARE
     dicts.page([74], [stored(74)], texts=True, keyed=False)
     assert 74 not in dicts.ids and dicts.refused == 1
+
+
+def _filled_then_shrunk(capacity: int, entries: int, records: int) -> tuple[ShownDicts, int]:
+    """A cache past its floor holding `entries` ids' JSON (the table big enough to allow
+    them), then the table shrunk to `records` and a new id read twice (its second read
+    kept), so `remember` evicts from above; answers the cache and the new id."""
+    count = [100_000]
+    dicts = ShownDicts(decoded, capacity=capacity, window=256, fields=FIELDS, id_field="id", sized=lambda: count[0])
+    ids = list(range(10, 10 + entries))
+    dicts.page(ids, [stored(i) for i in ids], texts=True, keyed=False)
+    assert list(dicts.ids) == ids
+    count[0] = records
+    new = 10 + entries
+    for _ in range(2):
+        dicts.page([new], [stored(new)], texts=True, keyed=False)
+    assert new in dicts.ids
+    return dicts, new
+
+
+def test_a_cache_over_its_share_comes_down_to_its_floor_and_no_further():
+    """`capacity` is what the cache keeps at most while over its share: a table shrunk to
+    nothing brings a cache of 10 down to its floor of 2 at the next new id, the new one
+    included (the loop once evicted while *more* than `capacity` were kept and settled at
+    `capacity + 1`; session 24's mutation pass, `remember` 21, named the disagreement with
+    the docstring)."""
+    dicts, new = _filled_then_shrunk(capacity=2, entries=10, records=0)
+    assert list(dicts.ids) == [19, new]
+    assert dicts.weighs == 2 * (ENTRY_WEIGHT + len(json_of(10)))
+
+
+def test_a_cache_weighing_exactly_its_share_after_an_eviction_evicts_one_more():
+    """At exactly its share a cache is full (`_within` is strict), so `remember` evicts
+    while the rest weigh the share or more: 64 entries of 182 bytes weigh 91 records'
+    share, so a cache of 70 shrunk to a table of 91 keeps 63 and the new id (a loop that
+    stopped at exactly the share kept 65; `remember` 22)."""
+    each = ENTRY_WEIGHT + len(json_of(10))
+    assert 64 * each == 91 * shown.SHOWN_SHARE
+    dicts, new = _filled_then_shrunk(capacity=2, entries=70, records=91)
+    assert list(dicts.ids) == [*range(17, 80), new]
+    assert dicts.weighs == 64 * each
