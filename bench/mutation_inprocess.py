@@ -42,36 +42,42 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PER_TEST_SECONDS = 20
 
 
-def _cases(test_files: list[str]) -> list[tuple[str, Callable[[], object]]]:
-    """(test id, a call of it) for every fixture-free test function of the files."""
-    cases: list[tuple[str, Callable[[], object]]] = []
+def module_tests(test_files: list[str]) -> Iterator[tuple[str, str, Callable[..., object]]]:
+    """(file, name, function) of every `test_` function of the files, each file imported
+    as a module of its own (both runners' cases start here)."""
     for path in test_files:
         spec = importlib.util.spec_from_file_location(Path(path).stem, path)
         assert spec is not None and spec.loader is not None, path
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         for name, fn in vars(module).items():
-            if not name.startswith("test_") or not inspect.isfunction(fn):
-                continue
-            marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
-            if marks:
-                params = _parameters(marks)
-                if set(inspect.signature(fn).parameters) - set(params[0][1]):
-                    print(f"skipped (needs fixtures): {path}::{name}")
-                    continue
-                for label, kwargs in params:
-                    cases.append((f"{path}::{name}[{label}]", functools.partial(fn, **kwargs)))
-            elif inspect.signature(fn).parameters:
+            if name.startswith("test_") and inspect.isfunction(fn):
+                yield path, name, fn
+
+
+def _cases(test_files: list[str]) -> list[tuple[str, Callable[[], object]]]:
+    """(test id, a call of it) for every fixture-free test function of the files."""
+    cases: list[tuple[str, Callable[[], object]]] = []
+    for path, name, fn in module_tests(test_files):
+        marks = [m for m in getattr(fn, "pytestmark", []) if m.name == "parametrize"]
+        if marks:
+            params = _parameters(marks)
+            if set(inspect.signature(fn).parameters) - set(params[0][1]):
                 print(f"skipped (needs fixtures): {path}::{name}")
-            else:
-                cases.append((f"{path}::{name}", fn))
+                continue
+            for label, kwargs in params:
+                cases.append((f"{path}::{name}[{label}]", functools.partial(fn, **kwargs)))
+        elif inspect.signature(fn).parameters:
+            print(f"skipped (needs fixtures): {path}::{name}")
+        else:
+            cases.append((f"{path}::{name}", fn))
     return cases
 
 

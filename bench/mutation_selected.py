@@ -81,32 +81,25 @@ def _with_fixtures(fn: Callable, need: set[str]) -> Callable:
 def _cases(test_files: list[str], clear: list[str]) -> list[tuple[str, Callable[[], object]]]:
     """(case id, a call of it) for every test function of the files this runner can call."""
     cases: list[tuple[str, Callable[[], object]]] = []
-    for path in test_files:
-        spec = importlib.util.spec_from_file_location(Path(path).stem, path)
-        assert spec is not None and spec.loader is not None, path
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        for name, fn in vars(module).items():
-            if not name.startswith("test_") or not inspect.isfunction(fn):
-                continue
-            marks = getattr(fn, "pytestmark", [])
-            if any(m.name == "slow" for m in marks):
-                print(f"left out (slow): {path}::{name}")
-                continue
-            parametrized = [m for m in marks if m.name == "parametrize"]
-            combos = mi._parameters(parametrized) if parametrized else [("", {})]
-            need = set(inspect.signature(fn).parameters) - set(combos[0][1])
-            if need - FIXTURES:
-                print(f"left out (needs fixtures {sorted(need - FIXTURES)}): {path}::{name}")
-                continue
-            if inspect.iscoroutinefunction(fn):
-                fn = functools.wraps(fn)(lambda *a, _fn=fn, **k: asyncio.run(_fn(*a, **k)))
-            made = _with_fixtures(fn, need) if need else fn
-            for label, kwargs in combos:
-                call = functools.partial(made, **kwargs)
-                if clear:
-                    call = functools.partial(_cleared, clear, call)
-                cases.append((f"{path}::{name}" + (f"[{label}]" if label else ""), call))
+    for path, name, fn in mi.module_tests(test_files):
+        marks = getattr(fn, "pytestmark", [])
+        if any(m.name == "slow" for m in marks):
+            print(f"left out (slow): {path}::{name}")
+            continue
+        parametrized = [m for m in marks if m.name == "parametrize"]
+        combos = mi._parameters(parametrized) if parametrized else [("", {})]
+        need = set(inspect.signature(fn).parameters) - set(combos[0][1])
+        if need - FIXTURES:
+            print(f"left out (needs fixtures {sorted(need - FIXTURES)}): {path}::{name}")
+            continue
+        if inspect.iscoroutinefunction(fn):
+            fn = functools.wraps(fn)(lambda *a, _fn=fn, **k: asyncio.run(_fn(*a, **k)))
+        made = _with_fixtures(fn, need) if need else fn
+        for label, kwargs in combos:
+            call = functools.partial(made, **kwargs)
+            if clear:
+                call = functools.partial(_cleared, clear, call)
+            cases.append((f"{path}::{name}" + (f"[{label}]" if label else ""), call))
     return cases
 
 
