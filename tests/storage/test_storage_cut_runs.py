@@ -10,20 +10,11 @@ wt-mpo5)."""
 from __future__ import annotations
 
 import asyncio
-import os
 
 from dbsvc.storage import files
-from dbsvc.storage.snapshotreader import decode_snapshot
-from support.storage import HeldSnapshot, check_indexes, run, user
+from support.storage import HeldSnapshot, check_indexes, run, snapshot_users, user
 
 RECORDS = 2100  # past one block of the image's rows (online.CHUNK, 2,048)
-
-
-def _image(tenant: str) -> tuple[int, dict]:
-    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
-    users = next(m for m in image.models if m.name == "User")
-    at = users.fields.index("id")
-    return image.head_offset, {row[at]: dict(zip(users.fields, row)) for row in users.rows}
 
 
 def test_a_run_of_writes_during_the_snapshot_thread_stays_out_of_the_image_and_keeps_its_offsets(tenant, stores):
@@ -77,7 +68,7 @@ def test_a_run_of_writes_during_the_snapshot_thread_stays_out_of_the_image_and_k
     assert s.head_offset == head + len(acks)
     s.close()
 
-    image_head, image = _image(tenant)
+    image_head, image = snapshot_users(tenant)
     assert image_head == head
     assert image == at_cut  # 7 as it was, 8 the first one, no record past RECORDS
 

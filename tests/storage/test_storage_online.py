@@ -14,8 +14,15 @@ import pytest
 
 from dbsvc.errors import OffsetGone
 from dbsvc.storage import files
-from dbsvc.storage.snapshotreader import decode_snapshot
-from support.storage import HeldSnapshot, assert_acknowledged_kept, check_indexes, killed_writers_records, run, user
+from support.storage import (
+    HeldSnapshot,
+    assert_acknowledged_kept,
+    check_indexes,
+    killed_writers_records,
+    run,
+    snapshot_users,
+    user,
+)
 
 TINY = 32 * 1024
 WRITERS_STORE = {"compact_bytes": TINY, "retain_bytes": 1 << 20}  # the killed writers' store
@@ -275,10 +282,7 @@ def test_writes_during_the_snapshot_thread_do_not_leak_into_the_image(tenant, st
         at_cut, head, live = run(go())
     assert s.compactions == 1
     s.close()
-    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
-    assert image.head_offset == head
-    users = next(m for m in image.models if m.name == "User")
-    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    assert snapshot_users(tenant) == (head, at_cut)
     # Snapshot + new log reopen to the live state, the writes after the cut included.
     s = stores(tenant)
     assert {i: s.get("User", i)[0] for i in (*range(1, 2001), 5000)} == live
@@ -314,10 +318,7 @@ def test_a_batch_after_the_cut_leaves_the_image_as_at_the_cut(tenant, stores):
         at_cut, head, live = run(go())
     assert s.compactions == 1
     s.close()
-    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
-    assert image.head_offset == head
-    users = next(m for m in image.models if m.name == "User")
-    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    assert snapshot_users(tenant) == (head, at_cut)
     s = stores(tenant)
     assert {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)} == live
     assert live[8] is None and live[9]["name"] == "back again" and live[5000] is not None
@@ -355,9 +356,7 @@ def test_a_run_of_writes_after_the_cut_leaves_the_image_as_at_the_cut(tenant, st
         at_cut, live = run(go())
     assert s.compactions == 1
     s.close()
-    image = decode_snapshot("snapshot", open(os.path.join(tenant, "snapshot"), "rb").read())
-    users = next(m for m in image.models if m.name == "User")
-    assert {row[users.fields.index("id")]: dict(zip(users.fields, row)) for row in users.rows} == at_cut
+    assert snapshot_users(tenant)[1] == at_cut
     s = stores(tenant)
     assert {i: s.get("User", i)[0] for i in (*range(1, 301), 5000)} == live
     assert live[7]["name"] == "after the cut" and live[8] is None and live[9]["name"] == "back again"

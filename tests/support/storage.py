@@ -27,6 +27,7 @@ from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.hashes import IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.query import sort_records
 from dbsvc.storage.rows import pack
+from dbsvc.storage.snapshotreader import decode_snapshot
 from support.blog import BLOG
 
 
@@ -397,3 +398,14 @@ class HeldSnapshot(files.FileOps):
             self.reached.set()
             assert self.release.wait(60), "the test never released the snapshot thread"
         return os.write(fd, data)
+
+
+def snapshot_users(tenant: str) -> tuple[int, dict[Any, dict]]:
+    """The tenant's snapshot file as a compaction wrote it: its head offset and its User
+    rows as records by id (what the image holds, compared with the store's state at the
+    cut)."""
+    with open(os.path.join(tenant, "snapshot"), "rb") as f:
+        image = decode_snapshot("snapshot", f.read())
+    users = next(m for m in image.models if m.name == "User")
+    at = users.fields.index("id")
+    return image.head_offset, {row[at]: dict(zip(users.fields, row)) for row in users.rows}
