@@ -185,6 +185,26 @@ class SortedIndex:
             left -= len(piece)
         return out
 
+    def head_after(self, entry: Any, skip: int, count: int) -> list[Any]:
+        """The entries after `entry` (present or not), ascending, from the `skip`-th of them,
+        at most `count`: `iter_after`'s seek with the page copied by a slice or two instead
+        of stepped through a chain and an islice (a cursor's page in id order, seek.py)."""
+        lists = self._lists
+        i = bisect_right(self._maxes, entry)
+        if i == len(lists) or count <= 0:
+            return []
+        j = bisect_right(lists[i], entry) + skip
+        while j >= len(lists[i]):  # the skip runs past this sublist
+            j -= len(lists[i])
+            i += 1
+            if i == len(lists):
+                return []
+        out = lists[i][j : j + count]
+        while len(out) < count and i + 1 < len(lists):  # the page runs on into the next sublists
+            i += 1
+            out += lists[i][: count - len(out)]
+        return out
+
     def iter_after(self, entry: Any) -> Iterator[Any]:
         """The entries after `entry` (present or not), ascending: a seek, O(log n) to start."""
         lists = self._lists

@@ -95,3 +95,18 @@ def test_deep_pages_follow_deletes_inserts_and_updates_between_them(store) -> No
     run(update(2049))
     assert_pages(store, live, titles)
     assert_pages(store, *was, as_of=before)  # as the list was before every write here
+
+
+def test_a_cursor_page_in_id_order_from_an_offset_is_the_list_after_the_id(store) -> None:
+    """A cursor in id order with an offset (the store's `Query` takes both; the HTTP parser
+    refuses them together): the ids after the cursor's id, present or deleted, from the
+    offset, sliced across sublists (sortedlist.py `head_after`)."""
+    live = [r["id"] for r in store.list_page("BlogPost", Query({}, (), 10**6, 0))[0]]
+    deleted = next(i for i in range(1, live[-1]) if i not in set(live))
+    for after in (0, 1, 511, 512, 513, deleted, live[-21], live[-1]):
+        rest = [i for i in live if i > after]
+        for offset in (0, 1, 20, 600, len(rest) - 1, len(rest)):
+            query = Query(QUERY.filters, QUERY.sort, 20, offset, cursor=((), after))
+            records, total, _watermark, more = store.list_page("BlogPost", query)
+            assert [r["id"] for r in records] == rest[offset : offset + 20], (after, offset)
+            assert (total, more) == (len(live), len(rest) > offset + 20), (after, offset)

@@ -231,3 +231,23 @@ def test_a_deep_slice_after_share_and_random_changes_matches_a_sorted_list() -> 
     index.unshare()
     assert sum(map(len, handed)) == 5000
     _deep_slices_match(index, model)
+
+
+def test_head_after_is_the_seek_from_a_skip_sliced_across_sublists() -> None:
+    """`head_after` (a cursor's page in id order) is `iter_after`'s entries from `skip`, at
+    most `count`: from every sublist's edges, skips that run past one or every sublist,
+    pages that run on into the next ones or past the end."""
+    model = list(range(0, 6000, 2))
+    index = SortedIndex.from_sorted(list(model))
+    index.remove(1030)  # sublists of unequal lengths: 512, 511, 512, ...
+    model.remove(1030)
+    probes = {-1, 5999, 6000}
+    for sub in index.sublists:
+        probes |= {sub[0] - 1, sub[0], sub[-1], sub[-1] + 1}
+    for probe in sorted(probes):
+        after = [m for m in model if m > probe]
+        for skip in (0, 1, 510, 511, 512, 1100, len(after) - 1, len(after), len(after) + 3):
+            for count in (0, 1, 21, 600):
+                got = index.head_after(probe, skip, count)
+                assert got == after[skip : skip + count], (probe, skip, count)
+    assert SortedIndex().head_after(3, 0, 5) == []
