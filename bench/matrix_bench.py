@@ -18,7 +18,13 @@ More rows ask MANY targets (`varied_shapes`, a wrk Lua script each): a GET of an
 random, a page of 20 in id order at a cursor at random (5,000 cursors), and since session 13
 its neighbours (sorted by -score, under an author filter, at an offset at random), each after 10 s
 of warm-up alone (on a quiet host enough to fill the app's 65,536 encoded records; at a load
-of 20 it is not, and the row is then the cost of misses without evictions). At 1,000,000 posts
+of 20 it is not, and the row is then the cost of misses without evictions). Each such row's
+first `--cold-rounds` rounds (default 1), side by side from its first request, before the
+warm-up, are printed too, as the row's own line `..., first round(s) (cold)` with the RSS
+after each: at 1,000,000 posts the record cache (storage/shown.py, sized to the table within
+a share since session 23) is still filling through the rounds, so the cold figure and the
+warm one are both the row's (bench/README.md, wt-offs session 24, has how many rounds
+the fill takes; bench/steady_pages.py counts it in process). At 1,000,000 posts
 their records mostly miss the app's encoded records (65,536 kept) where the one-URL shapes
 always hit: the figure of clients reading many pages (bench/README.md, "Pages that miss the
 caches"). Each other shape asks one URL over and over with no write between, so its lists are the app's kept
@@ -202,6 +208,17 @@ def run_matrix(args: argparse.Namespace) -> int:
                 script = Path(work) / f"varied-{index}.lua"
                 script.write_text(lua)
                 subject = (proc, url)
+                # The row from cold first, printed and kept apart: never folded into the
+                # warm rounds, never dropped (module docstring)
+                cold = []
+                for _ in range(args.cold_rounds):
+                    cold.append(side_by_side(yardstick, subject, 1, args.duration, args.connections, str(script)))
+                    cold[-1]["rss_mb"] = rss_mb(proc.pid)
+                if cold:
+                    first = dict(cold[0], ratios=sorted(c["ratio"] for c in cold))
+                    rows.append((f"{label}, first round{'s' * (len(cold) > 1)} (cold)", first))
+                    each = ", ".join(f"{c['ratio']:.2f} ({c['rss_mb']:.0f} MB)" for c in cold)
+                    print(f"  {label + ', cold':32} {first['ratio']:5.2f}  (rounds from the first request: {each})")
                 # Warm first: the row is meant at the caches' steady state (65,536 records
                 # cached, every miss evicting), which takes 65,536+ missed records to reach
                 measure(proc, url, duration=10, connections=args.connections, script=str(script))

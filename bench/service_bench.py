@@ -286,6 +286,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--code", type=Path, default=None, help="--matrix: the checkout whose server is measured (a before/after)"
     )
+    parser.add_argument(
+        "--cold-rounds",
+        type=int,
+        default=1,
+        help="--matrix: rounds of each many-target row from its first request, printed apart (matrix_bench.py)",
+    )
     args = parser.parse_args(argv)
     if args.matrix:
         if "--rounds" not in argv:

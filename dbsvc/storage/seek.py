@@ -27,7 +27,8 @@ Plan (n live records; the page is `limit` ids, plus one to tell whether another 
    without `sort`) from max(the window's bound, the cursor's position), so a page costs
    O(log n + limit) at any depth (plus a run of equal first keys for a sort on several keys,
    or descending, as query.py says). One key ascending takes the page by position, slices
-   of the sublists (walks.py `ascending_page`), one descending by batches (`descending_page`).
+   of the sublists (walks.py `ascending_page`), one descending by batches (`descending_page`);
+   id order at a cursor slices the id index after the cursor's id (sortedlist.py `head_after`).
 2. One condition (one filter, window or search), no row test, and many matches
    (s * s > WALK_FACTOR * end * n): `total` is that condition's size, and the sort order (id
    order without `sort`) is walked from the cursor's seek testing each id against it (a
@@ -154,7 +155,9 @@ def _seek(table: Table, query: Query, window: Window | None, total: int) -> tupl
     sort, limit, offset = query.sort, query.limit, query.offset
     if limit == 0 or total == 0:
         return [], total, False
-    if len(sort) == 1 and sort[0][1]:
+    if not sort and window is None and query.cursor is not None:  # id order: sliced after the cursor's id
+        ids = table.pk.head_after(query.cursor[1], offset, limit + 1)
+    elif len(sort) == 1 and sort[0][1]:
         ids = descending_page(table, sort[0][0], window, query.cursor, offset + limit + 1)
         if offset:
             ids = ids[offset:]

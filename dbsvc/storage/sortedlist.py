@@ -7,10 +7,20 @@ its last entry is kept apart (`maxes`). Finding a sublist is a bisect over the m
 update costs O(log n + LOAD) instead of the O(n) shift of one flat list; iterating from
 either end costs O(1) to start and O(1) per entry.
 
+An entry found by its position (`slice`: an unsorted list's page at an offset) is found
+by a walk of the sublists' lengths from the first while it lies within the first FOUND_FROM
+entries (a first page touches one sublist), and past them by a descent of a Fenwick tree of
+those lengths (fenwick.py `find`, O(log m) for m sublists, where the walk was O(m): about
+2,000 sublists at 1,000,000 ids, bench/README.md, wt-offs session 24). The tree is built by
+the first such slice and kept up to date on every entry added or removed (the id of a new
+record appended to the last sublist: one slot changed, or none), and dropped when the
+sublists themselves change (a split, a sublist emptied, a fill): the next deep slice builds
+it again, O(m), once in LOAD or so appends.
+
 The sort fields' (key, id) index (indexes.py `OrderedIndex`) keeps the same layout in
 parallel sublists and walks them with this module's `sublist_slice`, `backwards` and the
 spans between two (sublist, entry) positions (`span_pieces`, `span_backwards`).
-Plain data: no I/O, no model knowledge, no import of dbsvc.
+Plain data: no I/O, no model knowledge; of dbsvc it imports fenwick.py alone (plain data too).
 """
 
 from __future__ import annotations
@@ -20,7 +30,10 @@ from collections.abc import Iterable, Iterator
 from itertools import chain, islice
 from typing import Any
 
+from dbsvc.storage.fenwick import Fenwick
+
 LOAD = 512
+FOUND_FROM = 2 * LOAD  # a slice starting at this position or past it: the Fenwick descent (module docstring)
 
 
 class SortedIndex:
@@ -32,7 +45,7 @@ class SortedIndex:
     out never changes.
     """
 
-    __slots__ = ("_len", "_lists", "_maxes", "_shared")
+    __slots__ = ("_counts", "_len", "_lists", "_maxes", "_shared")
 
     def __init__(self, entries: Iterable[Any] = ()) -> None:
         self._fill(sorted(entries))
@@ -49,6 +62,7 @@ class SortedIndex:
         self._lists: list[list[Any]] = [items[i : i + LOAD] for i in range(0, len(items), LOAD)]
         self._maxes: list[Any] = [sub[-1] for sub in self._lists]
         self._len = len(items)
+        self._counts: Fenwick | None = None  # the sublists' lengths, built by a deep `slice`
         self._shared: set[int] | None = None  # id() of the sublists handed out by `share`
 
     def share(self) -> list[list[Any]]:
@@ -94,12 +108,20 @@ class SortedIndex:
             if len(sub) > 2 * LOAD:
                 self._lists[i : i + 1] = [sub[:LOAD], sub[LOAD:]]
                 maxes[i : i + 1] = [sub[LOAD - 1], sub[-1]]
+                self._counts = None  # the sublists moved
+            elif self._counts is not None:
+                self._counts.add(i, 1)
         self._len += 1
 
     def extend_past(self, entries: list[Any]) -> None:
         """`add` of each of `entries`, ascending past the last entry held (one at least): runs.py."""
-        sub = self._own(len(self._maxes) - 1)
+        last = len(self._maxes) - 1
+        sub = self._own(last)
         sub.extend(entries)
+        if len(sub) > 2 * LOAD:
+            self._counts = None  # split below: the sublists move
+        elif self._counts is not None:
+            self._counts.add(last, len(entries))
         while len(sub) > 2 * LOAD:
             self._lists[-1:], self._maxes[-1:] = [sub[:LOAD], sub[LOAD:]], [sub[LOAD - 1], sub[-1]]
             sub = self._lists[-1]
@@ -122,8 +144,11 @@ class SortedIndex:
         if not sub:
             del self._lists[i]
             del maxes[i]
+            self._counts = None  # the sublists moved
         else:
             maxes[i] = sub[-1]
+            if self._counts is not None:
+                self._counts.add(i, -1)
 
     def __contains__(self, entry: Any) -> bool:
         i = bisect_left(self._maxes, entry)
@@ -139,8 +164,46 @@ class SortedIndex:
         return backwards(self._lists)
 
     def slice(self, start: int, stop: int) -> list[Any]:
-        """Entries [start, stop) by position, O(len(_lists) + stop - start)."""
-        return sublist_slice(self._lists, start, stop)
+        """Entries [start, stop) by position: walked to from the first sublist within the
+        first FOUND_FROM entries, found by the Fenwick descent past them (module docstring),
+        O(log m + stop - start)."""
+        if start < FOUND_FROM or stop <= start:
+            return sublist_slice(self._lists, start, stop)
+        if start >= self._len:
+            return []
+        counts = self._counts
+        if counts is None:
+            counts = self._counts = Fenwick(map(len, self._lists))
+        i, j = counts.find(start)
+        lists = self._lists
+        out = lists[i][j : j + stop - start]
+        left = stop - start - len(out)
+        while left > 0 and i + 1 < len(lists):  # the page runs on into the next sublists
+            i += 1
+            piece = lists[i][:left]
+            out += piece
+            left -= len(piece)
+        return out
+
+    def head_after(self, entry: Any, skip: int, count: int) -> list[Any]:
+        """The entries after `entry` (present or not), ascending, from the `skip`-th of them,
+        at most `count`: `iter_after`'s seek with the page copied by a slice or two instead
+        of stepped through a chain and an islice (a cursor's page in id order, seek.py)."""
+        lists = self._lists
+        i = bisect_right(self._maxes, entry)
+        if i == len(lists) or count <= 0:
+            return []
+        j = bisect_right(lists[i], entry) + skip
+        while j >= len(lists[i]):  # the skip runs past this sublist
+            j -= len(lists[i])
+            i += 1
+            if i == len(lists):
+                return []
+        out = lists[i][j : j + count]
+        while len(out) < count and i + 1 < len(lists):  # the page runs on into the next sublists
+            i += 1
+            out += lists[i][: count - len(out)]
+        return out
 
     def iter_after(self, entry: Any) -> Iterator[Any]:
         """The entries after `entry` (present or not), ascending: a seek, O(log n) to start."""

@@ -10,11 +10,12 @@ These are the decisions the session-7 mutation pass left open (docs/mutation.md,
 from __future__ import annotations
 
 import random
+from bisect import insort
 from itertools import islice
 
 import pytest
 
-from dbsvc.storage.sortedlist import SortedIndex, sorted_position, sublist_slice
+from dbsvc.storage.sortedlist import FOUND_FROM, SortedIndex, sorted_position, sublist_slice
 
 
 def _check(index: SortedIndex, model: list[int]) -> None:
@@ -160,3 +161,93 @@ def test_sublist_slice_by_position_across_sublists() -> None:
         for stop in range(11):
             assert sublist_slice(lists, start, stop) == flat[start:stop], (start, stop)
     assert sublist_slice([], 0, 3) == []
+
+
+def _deep_slices_match(index: SortedIndex, model: list[int]) -> None:
+    """Every slice starting past FOUND_FROM (the Fenwick's descent) at each sublist's edges
+    and in between, pages of 1, 20 and 600 (one running on into the next sublists)."""
+    n = len(model)
+    starts = {FOUND_FROM, n - 1, n, n + 3}
+    pos = 0
+    for sub in index.sublists:
+        starts |= {pos - 1, pos, pos + 1, pos + len(sub) // 2}
+        pos += len(sub)
+    for start in sorted(s for s in starts if s >= FOUND_FROM):
+        for size in (1, 20, 600):
+            assert index.slice(start, start + size) == model[start : start + size], (start, size)
+
+
+def test_a_deep_slice_is_found_again_after_every_kind_of_change() -> None:
+    """The counts built by one deep slice follow each change that moves a position: an
+    entry added inside a sublist, removed before the slice, appended at the end, appended
+    in a run (`extend_past`), a split, a sublist emptied, a fill; each asked right after
+    (the counts then already built), so a change they missed shows as a page off by one."""
+    model = list(range(0, 8192, 2))  # eight sublists of 512
+    index = SortedIndex.from_sorted(list(model))
+    _deep_slices_match(index, model)  # builds the counts
+    changes = [  # (what, the change made to the index, the same to the model)
+        ("add inside the first sublist", lambda: index.add(1), lambda: [1]),
+        ("remove before the slices", lambda: index.remove(600), lambda: [-600]),
+        ("append at the end", lambda: index.add(9000), lambda: [9000]),
+        ("a run past the end", lambda: index.extend_past([9001, 9003]), lambda: [9001, 9003]),
+        ("a run that splits", lambda: index.extend_past(list(range(9005, 11000, 2))), lambda: range(9005, 11000, 2)),
+        (
+            "adds that split a sublist",
+            lambda: [index.add(x) for x in range(2049, 3200, 2)],
+            lambda: range(2049, 3200, 2),
+        ),
+        ("a sublist emptied", lambda: [index.remove(x) for x in range(4096, 5120, 2)], lambda: range(-4096, -5120, -2)),
+    ]
+    for label, change, made in changes:
+        change()
+        for x in made():  # a negative number: that entry removed
+            if x < 0:
+                model.remove(-x)
+            else:
+                insort(model, x)
+        assert index.slice(FOUND_FROM, FOUND_FROM + 3) == model[FOUND_FROM : FOUND_FROM + 3], label
+        _deep_slices_match(index, model)
+    _check(index, model)
+    index = SortedIndex(model[::-1])  # a fill drops the counts with the sublists
+    _deep_slices_match(index, model)
+
+
+def test_a_deep_slice_after_share_and_random_changes_matches_a_sorted_list() -> None:
+    rng = random.Random(24)
+    model = sorted(rng.sample(range(20000), 5000))
+    index = SortedIndex.from_sorted(list(model))
+    handed = index.share()  # copies made before a change keep the lengths: the counts hold
+    for step in range(3000):
+        if rng.random() < 0.4:
+            x = model.pop(rng.randrange(len(model)))
+            index.remove(x)
+        else:
+            x = rng.randrange(22000)
+            index.add(x)
+            insort(model, x)
+        if step % 97 == 0:
+            start = rng.randrange(FOUND_FROM, len(model) + 5)
+            assert index.slice(start, start + 20) == model[start : start + 20], (step, start)
+    index.unshare()
+    assert sum(map(len, handed)) == 5000
+    _deep_slices_match(index, model)
+
+
+def test_head_after_is_the_seek_from_a_skip_sliced_across_sublists() -> None:
+    """`head_after` (a cursor's page in id order) is `iter_after`'s entries from `skip`, at
+    most `count`: from every sublist's edges, skips that run past one or every sublist,
+    pages that run on into the next ones or past the end."""
+    model = list(range(0, 6000, 2))
+    index = SortedIndex.from_sorted(list(model))
+    index.remove(1030)  # sublists of unequal lengths: 512, 511, 512, ...
+    model.remove(1030)
+    probes = {-1, 5999, 6000}
+    for sub in index.sublists:
+        probes |= {sub[0] - 1, sub[0], sub[-1], sub[-1] + 1}
+    for probe in sorted(probes):
+        after = [m for m in model if m > probe]
+        for skip in (0, 1, 510, 511, 512, 1100, len(after) - 1, len(after), len(after) + 3):
+            for count in (0, 1, 21, 600):
+                got = index.head_after(probe, skip, count)
+                assert got == after[skip : skip + count], (probe, skip, count)
+    assert SortedIndex().head_after(3, 0, 5) == []
