@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -98,11 +99,29 @@ def test_each_pieces_fsync_of_a_compaction_is_followed_by_a_pause_in_proportion(
 
 class SlowLogNew(SlowNewFiles):
     """SlowNewFiles for log.new, noted only until its rename to the log at the switch: after
-    it the same descriptor is the live log, whose group commits' fsyncs are not paced."""
+    it the same descriptor is the live log, whose group commits' fsyncs are not paced. The
+    snapshot thread is held at its first write into snapshot.new until `release` (as
+    support.storage.HeldSnapshot), so the frames log.new's first copy takes are the ones the
+    test wrote meanwhile, however fast the host runs the compaction."""
 
     def __init__(self) -> None:
         super().__init__()
         self.events = {"log.new": []}
+        self.snapshot_fds: set[int] = set()
+        self.reached = threading.Event()
+        self.release = threading.Event()
+
+    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
+        fd = super().open(path, flags, mode, dir_fd=dir_fd)
+        if os.path.basename(path) == "snapshot.new":
+            self.snapshot_fds.add(fd)
+        return fd
+
+    def write(self, fd, data):  # type: ignore[override]
+        if fd in self.snapshot_fds and not self.release.is_set():
+            self.reached.set()
+            assert self.release.wait(60), "the test never released the snapshot thread"
+        return super().write(fd, data)
 
     def rename(self, src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # type: ignore[override]
         if os.path.basename(src) == "log.new":
@@ -113,8 +132,9 @@ class SlowLogNew(SlowNewFiles):
 def test_log_news_thread_copies_pause_after_each_pieces_fsync(tenant, monkeypatch):
     """log.new's thread copies (`start_log`, `catch_up`) of the frames written during the
     compaction: after a piece's fsync the next write waits at least PACE times that fsync
-    (here SLOW_LOG_NEW). Writers run through the compaction so that those copies have many
-    pieces; a thread step's last fsync and the switch's own copy on the loop are not paced,
+    (here SLOW_LOG_NEW). 200 writes land while the snapshot thread is held, so that those
+    copies have ~20 pieces on any host (at load 19 a free-running compaction once outran the
+    writers and left 3); a thread step's last fsync and the switch's own copy on the loop are not paced,
     so the test counts the paced gaps (at least half) rather than bounding every gap (times
     checked from below only). Before this test only snapshot.new's and log.retained.new's
     pauses were held (online.py `_copy_frames` 5, 6, 55, 59 lived: docs/mutation.md)."""
@@ -128,12 +148,15 @@ def test_log_news_thread_copies_pause_after_each_pieces_fsync(tenant, monkeypatc
         for i in range(1, 41):
             await s.insert("User", user(i, name="x" * 300))
         compaction = asyncio.ensure_future(s.compact_now())
-        n = 41
-        while not compaction.done() and n < 240:  # bounded: 200 records of ~400 bytes, about 20 pieces
+        deadline = time.monotonic() + 30
+        while not layer.reached.is_set():  # the cut is taken and the snapshot thread held
+            assert time.monotonic() < deadline and not compaction.done(), "the snapshot step never began"
+            await asyncio.sleep(0.005)
+        for n in range(41, 241):  # 200 records of ~400 bytes after the cut: log.new's ~20 pieces
             await s.insert("User", user(n, name="z" * 300))
-            n += 1
+        layer.release.set()
         await compaction
-        return n
+        return 241
 
     with files.use(layer):
         try:
