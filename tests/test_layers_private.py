@@ -176,7 +176,6 @@ TESTS_READING_STATE: dict[str, dict[str, str]] = {
         "_unfed": "the stepped connection's bytes not yet parsed",
         "_eof": "the stepped connection's end of input",
     },
-    "tests/http/test_http_fastpath_differential.py": {"_prefix": "the same request ids on both sides"},
     "tests/http/test_ws_client_tls.py": {"_sock": "the TLS socket's pending bytes"},
     "tests/realtime/test_realtime_broker.py": {"_queue": "one queued frame sent by hand, as a transport would"},
 }

@@ -55,12 +55,14 @@ _SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 
 class RequestIds:
-    """Request ids: keep a sane incoming one, else `<random prefix>-<counter>` in hex."""
+    """Request ids: keep a sane incoming one, else `<random prefix>-<counter>` in hex.
+    `prefix` replaces the random one: two wires given the same prefix and fed the same
+    requests choose the same ids (the fast path's differential test compares them)."""
 
     __slots__ = ("_prefix", "_counter")
 
-    def __init__(self) -> None:
-        self._prefix = os.urandom(6).hex() + "-"
+    def __init__(self, prefix: str | None = None) -> None:
+        self._prefix = os.urandom(6).hex() + "-" if prefix is None else prefix
         self._counter = itertools.count(1)
 
     def choose(self, incoming: str | None) -> str:

@@ -33,9 +33,7 @@ BODY = b'{"ok":true}'
 
 
 def _ids() -> RequestIds:
-    ids = RequestIds()
-    ids._prefix = "diff-"  # the same id sequence on both sides
-    return ids
+    return RequestIds("diff-")  # the same id sequence on both sides
 
 
 @dataclass
