@@ -45,7 +45,15 @@ from typing import Any
 from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.keptparts import KeptOrders, KeptParts
 from dbsvc.storage.keycolumns import KeyColumn
-from dbsvc.storage.sortedlist import LOAD, SortedIndex, backwards, span_backwards, sublist_slice
+from dbsvc.storage.sortedlist import (
+    FOUND_FROM,
+    LOAD,
+    SortedIndex,
+    backwards,
+    counted_slice,
+    span_backwards,
+    sublist_slice,
+)
 
 SEEN_KEPT = 256  # positions and counts an index keeps found (`_seen`) until its next write
 SHIFT_MAX = 1 << 16  # OrderedIndex.from_columns sorts ids starting at most this (so many placeholders)
@@ -396,9 +404,16 @@ class OrderedIndex(KeptOrders):
         return j < hi and ids[j] == id_
 
     def ids_slice(self, start: int, stop: int) -> list[Any]:
-        """Ids at positions [start, stop) of the ascending order."""
+        """Ids at positions [start, stop) of the ascending order (nulls last): walked to from
+        the first sublist within the first FOUND_FROM entries (a first page touches one),
+        found past them by a descent of the sublists' lengths (`_counted`, O(log n), where
+        the walk was O(n / LOAD): `?sort=score&offset=900000`, bench/README.md, wt-ids)."""
         n = self._len
-        out = sublist_slice(self._ids, start, min(stop, n))
+        top = min(stop, n)
+        if start < FOUND_FROM or top <= start:
+            out = sublist_slice(self._ids, start, top)
+        else:
+            out = counted_slice(self._ids, self._counted(), start, top)
         if stop > n:
             out.extend(self.nulls.slice(max(start - n, 0), stop - n))
         return out

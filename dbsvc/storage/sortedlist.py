@@ -18,8 +18,9 @@ sublists themselves change (a split, a sublist emptied, a fill): the next deep s
 it again, O(m), once in LOAD or so appends.
 
 The sort fields' (key, id) index (indexes.py `OrderedIndex`) keeps the same layout in
-parallel sublists and walks them with this module's `sublist_slice`, `backwards` and the
-spans between two (sublist, entry) positions (`span_pieces`, `span_backwards`).
+parallel sublists and walks them with this module's `sublist_slice` (a deep one:
+`counted_slice`, the same descent over its own tree), `backwards` and the spans between
+two (sublist, entry) positions (`span_pieces`, `span_backwards`).
 Plain data: no I/O, no model knowledge; of dbsvc it imports fenwick.py alone (plain data too).
 """
 
@@ -174,16 +175,7 @@ class SortedIndex:
         counts = self._counts
         if counts is None:
             counts = self._counts = Fenwick(map(len, self._lists))
-        i, j = counts.find(start)
-        lists = self._lists
-        out = lists[i][j : j + stop - start]
-        left = stop - start - len(out)
-        while left > 0 and i + 1 < len(lists):  # the page runs on into the next sublists
-            i += 1
-            piece = lists[i][:left]
-            out += piece
-            left -= len(piece)
-        return out
+        return counted_slice(self._lists, counts, start, stop)
 
     def head_after(self, entry: Any, skip: int, count: int) -> list[Any]:
         """The entries after `entry` (present or not), ascending, from the `skip`-th of them,
@@ -232,6 +224,22 @@ def sublist_slice(lists: list[list[Any]], start: int, stop: int) -> list[Any]:
         pos += n
         if pos >= stop:
             break
+    return out
+
+
+def counted_slice(lists: list[list[Any]], counts: Fenwick, start: int, stop: int) -> list[Any]:
+    """Entries [start, stop) by position of the concatenation of `lists`, `start` under
+    their total, found by a descent of `counts` (the lists' lengths, up to date) instead of
+    a walk from the first: `SortedIndex.slice` and a sort field's `OrderedIndex.ids_slice`
+    past FOUND_FROM."""
+    i, j = counts.find(start)
+    out = lists[i][j : j + stop - start]
+    left = stop - start - len(out)
+    while left > 0 and i + 1 < len(lists):  # the page runs on into the next sublists
+        i += 1
+        piece = lists[i][:left]
+        out += piece
+        left -= len(piece)
     return out
 
 
