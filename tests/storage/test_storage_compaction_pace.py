@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from dbsvc.storage import files, online, retain, snapshot
-from support.storage import assert_acknowledged_kept, check_indexes, killed_writers_records, open_store, run, user
+from support.storage import (
+    HeldSnapshot,
+    assert_acknowledged_kept,
+    check_indexes,
+    killed_writers_records,
+    open_store,
+    run,
+    user,
+)
 
 FLUSH = 4096  # files.FLUSH_BYTES here: every compaction file below is many pieces
 SLOW = 0.02  # seconds each fsync of a `.new` file sleeps first (the layer)
@@ -30,11 +37,12 @@ class SlowNewFiles(files.FileOps):
     notes, per file, when each fsync ended and when each write began (perf_counter)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.names: dict[int, str] = {}
         self.events: dict[str, list[tuple[str, float]]] = {name: [] for name in PACED}
 
     def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
-        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        fd = super().open(path, flags, mode, dir_fd=dir_fd)
         if os.path.basename(path) in self.events:
             self.names[fd] = os.path.basename(path)
         return fd
@@ -46,7 +54,7 @@ class SlowNewFiles(files.FileOps):
     def write(self, fd, data):  # type: ignore[override]
         if fd in self.names:
             self.events[self.names[fd]].append(("write", time.perf_counter()))
-        return os.write(fd, data)
+        return super().write(fd, data)
 
     def fsync(self, fd):  # type: ignore[override]
         if fd in self.names:
@@ -97,31 +105,16 @@ def test_each_pieces_fsync_of_a_compaction_is_followed_by_a_pause_in_proportion(
     assert_reopens_with_the_last_write(tenant)
 
 
-class SlowLogNew(SlowNewFiles):
+class SlowLogNew(SlowNewFiles, HeldSnapshot):
     """SlowNewFiles for log.new, noted only until its rename to the log at the switch: after
     it the same descriptor is the live log, whose group commits' fsyncs are not paced. The
-    snapshot thread is held at its first write into snapshot.new until `release` (as
-    support.storage.HeldSnapshot), so the frames log.new's first copy takes are the ones the
-    test wrote meanwhile, however fast the host runs the compaction."""
+    snapshot thread is held at its first write into snapshot.new until `release`
+    (HeldSnapshot), so the frames log.new's first copy takes are the ones the test wrote
+    meanwhile, however fast the host runs the compaction."""
 
     def __init__(self) -> None:
         super().__init__()
         self.events = {"log.new": []}
-        self.snapshot_fds: set[int] = set()
-        self.reached = threading.Event()
-        self.release = threading.Event()
-
-    def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
-        fd = super().open(path, flags, mode, dir_fd=dir_fd)
-        if os.path.basename(path) == "snapshot.new":
-            self.snapshot_fds.add(fd)
-        return fd
-
-    def write(self, fd, data):  # type: ignore[override]
-        if fd in self.snapshot_fds and not self.release.is_set():
-            self.reached.set()
-            assert self.release.wait(60), "the test never released the snapshot thread"
-        return super().write(fd, data)
 
     def rename(self, src, dst, *, src_dir_fd=None, dst_dir_fd=None):  # type: ignore[override]
         if os.path.basename(src) == "log.new":

@@ -14,7 +14,6 @@ before them (`as_of`, planned on the live order: storage/query.py `page_as_of`).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -23,7 +22,7 @@ from dbsvc.runtime import Query
 from dbsvc.storage import Store
 from dbsvc.storage.sortedlist import FOUND_FROM
 from support.blog import BLOG
-from support.storage import open_store, post, run, user
+from support.storage import filled_store, post, run, user
 
 POSTS = 2600
 OFFSETS = [0, 19, FOUND_FROM - 1, FOUND_FROM, FOUND_FROM + 1, 1500, 2047, 2048, 2049, 2560, 2590]
@@ -32,19 +31,12 @@ QUERY = BLOG.BY_NAME["BlogPost"].parse_list_query([("limit", "20")])
 
 @pytest.fixture(scope="module")
 def store() -> Iterator[Store]:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(tmp, sync="off")
-        try:
+    async def fill(store: Store) -> None:
+        await store.insert("User", user(1))
+        for i in range(1, POSTS + 1):
+            await store.insert("BlogPost", post(i))
 
-            async def fill() -> None:
-                await store.insert("User", user(1))
-                for i in range(1, POSTS + 1):
-                    await store.insert("BlogPost", post(i))
-
-            run(fill())
-            yield store
-        finally:
-            store.close()
+    yield from filled_store(fill)
 
 
 def page(store: Store, offset: int, as_of: int | None = None) -> tuple[list[int], int, list[str]]:

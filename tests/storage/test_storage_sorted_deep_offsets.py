@@ -12,7 +12,6 @@ an age changed and one made null, and at a watermark before them (`as_of`).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -21,7 +20,7 @@ from dbsvc.runtime import Query
 from dbsvc.storage import Store
 from dbsvc.storage.sortedlist import FOUND_FROM
 from support.blog import BLOG
-from support.storage import open_store, run, user
+from support.storage import filled_store, run, user
 
 USERS = 2600
 QUERY = BLOG.BY_NAME["User"].parse_list_query([("sort", "age"), ("limit", "20")])
@@ -33,18 +32,11 @@ def age_of(i: int) -> int | None:
 
 @pytest.fixture(scope="module")
 def store() -> Iterator[Store]:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(tmp, sync="off")
-        try:
+    async def fill(store: Store) -> None:
+        for i in range(1, USERS + 1):
+            await store.insert("User", user(i, age=age_of(i)))
 
-            async def fill() -> None:
-                for i in range(1, USERS + 1):
-                    await store.insert("User", user(i, age=age_of(i)))
-
-            run(fill())
-            yield store
-        finally:
-            store.close()
+    yield from filled_store(fill)
 
 
 def page(store: Store, offset: int, as_of: int | None = None) -> tuple[list[int], int]:

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -388,7 +388,7 @@ class HeldSnapshot(files.FileOps):
         self.release = threading.Event()
 
     def open(self, path, flags, mode=0o777, *, dir_fd=None):  # type: ignore[override]
-        fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        fd = super().open(path, flags, mode, dir_fd=dir_fd)
         if path.endswith("snapshot.new"):
             self.snapshot_fds.add(fd)
         return fd
@@ -397,7 +397,7 @@ class HeldSnapshot(files.FileOps):
         if fd in self.snapshot_fds and not self.release.is_set():
             self.reached.set()
             assert self.release.wait(60), "the test never released the snapshot thread"
-        return os.write(fd, data)
+        return super().write(fd, data)
 
 
 def snapshot_users(tenant: str) -> tuple[int, dict[Any, dict]]:
@@ -409,3 +409,15 @@ def snapshot_users(tenant: str) -> tuple[int, dict[Any, dict]]:
     users = next(m for m in image.models if m.name == "User")
     at = users.fields.index("id")
     return image.head_offset, {row[at]: dict(zip(users.fields, row)) for row in users.rows}
+
+
+def filled_store(fill: Callable[[Store], Awaitable[None]]) -> Iterator[Store]:
+    """A store in a directory of its own, filled by `fill` once, closed and removed after
+    (a module-scoped fixture's body: `yield from filled_store(fill)`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(tmp, sync="off")
+        try:
+            run(fill(store))
+            yield store
+        finally:
+            store.close()
