@@ -133,15 +133,14 @@ def _block(
     checked to be one by one C pass over their types (rows as lists are packed one by
     one). The rows line's checksum is taken over its parts, so its ~0.75 MB (2,048 peers'
     posts) is copied once into the joined rows and once into the block, not seven times."""
-    if set(map(type, rows)) == _BYTES:
-        texts = rows if type(rows) is list else list(rows)
-    else:
+    texts: Sequence[Any] = rows  # sliced and joined below, never copied whole
+    if set(map(type, rows)) != _BYTES:
         texts = [r if type(r) is bytes else pack(r) for r in rows]  # type: ignore[arg-type]
     values: Sequence[Any] = rows
     if positions and type(rows[0]) is bytes:
         parsed: list[Any] = []
         for i in range(0, len(texts), PIECE_ROWS):
-            parsed += json.loads(b"[" + b",".join(texts[i : i + PIECE_ROWS]) + b"]")  # type: ignore[arg-type]
+            parsed += json.loads(b"[" + b",".join(texts[i : i + PIECE_ROWS]) + b"]")
             pause()
         values = parsed
     fields = list(zip(*values)) if positions else []
@@ -151,7 +150,7 @@ def _block(
         pause()
     keys = b"[" + b",".join(columns) + b"]"
     written = compact_json(_column(versions)).encode("ascii")
-    joined = ROW_END.join(texts)  # type: ignore[arg-type]
+    joined = ROW_END.join(texts)
     crc = zlib.crc32(b"]", zlib.crc32(joined, zlib.crc32(b"[")))  # the line's text is [joined]
     return b"".join((_line(keys), b"%08x [" % crc, joined, b"]\n", _line(written)))
 
