@@ -151,6 +151,19 @@ class IdMap(MutableMapping[Any, Stored]):
         n = len(slots)
         return [r if (r := slots[i] if type(i) is int and 0 <= i < n else None) is not None else far[i] for i in ids]
 
+    def get_many(self, ids: list[Any]) -> list[Stored | None]:
+        """`get` of each of `ids`, None for one not held (`pick` where some may be gone: a
+        snapshot's chunk, deleted since the cut): the list's own item lookup mapped over
+        them in C when every id is an int inside the list, the dict asked for the ids the
+        list holds no record for; `get` an id otherwise."""
+        slots, far = self._slots, self._far
+        if not ids or set(map(type, ids)) != {int} or min(ids) < 0 or max(ids) >= len(slots):
+            return list(map(self.get, ids))
+        out = list(map(slots.__getitem__, ids))
+        if far and None in out:
+            out = [r if r is not None else far.get(i) for i, r in zip(ids, out)]
+        return out
+
     def copy(self) -> dict[Any, Stored]:
         """A plain dict of the same entries (an `as_of` state is built on one)."""
         out = {i: r for i, r in enumerate(self._slots) if r is not None}
@@ -172,3 +185,9 @@ def records_of(int_ids: bool, ids: list[Any] | None = None, stored: list[Stored]
 def pick(records: LiveMap, ids: list[Any]) -> list[Stored]:
     """The records of `ids`, all held (a list page), from either map."""
     return records.pick(ids) if type(records) is IdMap else list(map(records.__getitem__, ids))
+
+
+def records_at(records: LiveMap, ids: list[Any]) -> list[Stored | None]:
+    """The records of `ids` from either map, None for one not held (`pick` where some may be
+    gone: the snapshot thread's chunk of ids at the cut, online.py)."""
+    return records.get_many(ids) if type(records) is IdMap else list(map(records.get, ids))

@@ -101,14 +101,14 @@ import os
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage import compact, files, freeing, retain
 from dbsvc.storage.files import FaultPlan, fsync_dir, write_all
-from dbsvc.storage.idmap import IdMap
+from dbsvc.storage.idmap import LiveMap, records_at
 from dbsvc.storage.logfile import FrameWalk, encode_header, renumber_frames
 from dbsvc.storage.rows import Stored
 from dbsvc.storage.snapshot import ModelStream, write_snapshot_stream
@@ -141,7 +141,7 @@ class TableCut:
     keeps is the one at the cut."""
 
     table: Table
-    records: Mapping[Any, Stored]  # the table's live map: id -> stored record (table.py)
+    records: LiveMap  # the table's live map: id -> stored record (table.py)
     pk_lists: list[list[Any]]  # the primary key's sublists at the cut (`SortedIndex.share`)
     count: int
     rows: int  # len(table.rows) at the cut
@@ -198,22 +198,6 @@ class TableCut:
             missing = next(id_ for id_, record in zip(ids, records) if record is None)
             raise AssertionError(f"{self.table.name} {missing!r} was live at the cut")
         return records, versions  # type: ignore[return-value]  # no None: checked above
-
-
-def records_at(records: Mapping[Any, Stored], ids: list[Any]) -> list[Stored | None]:
-    """`records.get` of each of `ids`, None for one not held (deleted since the cut): a
-    table's `IdMap` read through its list's own item lookup mapped in C when every id is
-    an int inside the list, its dict part asked for the ids the list has no record for;
-    a dict through its C `get`."""
-    if type(records) is IdMap:
-        slots = records.slots
-        if ids and set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < len(slots):
-            out = list(map(slots.__getitem__, ids))
-            far = records.far
-            if far and None in out:
-                out = [r if r is not None else far.get(i) for i, r in zip(ids, out)]
-            return out
-    return list(map(records.get, ids))
 
 
 @dataclass(slots=True)

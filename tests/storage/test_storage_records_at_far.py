@@ -1,4 +1,4 @@
-"""online.py `records_at` (the snapshot thread's records of a chunk of ids) for an IdMap
+"""idmap.py `records_at` (the snapshot thread's records of a chunk of ids) for an IdMap
 whose far dict holds an id the list has grown over, and for the id just past the list.
 In process, no fixture: an IdMap built through its mapping methods, records as bytes.
 
@@ -10,8 +10,7 @@ for an id inside the list, and no chunk asked the id at the list's end; its muta
 
 from __future__ import annotations
 
-from dbsvc.storage.idmap import STEP, IdMap
-from dbsvc.storage.online import records_at
+from dbsvc.storage.idmap import STEP, IdMap, records_at
 
 
 def _grown_over_a_far_id() -> tuple[IdMap, int]:
