@@ -18,7 +18,7 @@ Rules:
    kept-alive connection (HTTP/1.1), opened again when the server has closed it (an idle
    timeout, a restart) and for the request after a failed one: the follower asks every
    second (its rule 5), and each ask on a new connection through urllib (a connect, a
-   dozen blocking calls) held its reading thread 70-115 ms while catching up, each call
+   dozen blocking calls) held its reading thread 60-117 ms while catching up, each call
    waiting for the GIL behind the busy loop, so the loop ran out of groups to apply
    (bench/README.md, "The primary's /snapshot asked over one kept-alive connection").
 2. `replicate` and `epoch_snapshot` raise `HandshakeRefused` for an answer other than 101 and
@@ -88,13 +88,14 @@ class HttpPrimary:
     def snapshot(self) -> Any:
         """GET /snapshot on the kept connection (rule 1). A kept connection that fails before
         an answer came may have been closed by the server while idle: the ask is made once
-        more on a new one. A new connection's failure is the answer."""
+        more on a new one. A new connection's failure is the answer, and so is a timeout (a
+        primary that is slow to answer is asked again at the next poll, not at once)."""
         kept = self._connection is not None
         try:
             status, data = self._ask()
         except (OSError, http.client.HTTPException) as exc:
             self.close()
-            if not kept:
+            if not kept or isinstance(exc, TimeoutError):
                 raise OSError(f"GET /snapshot failed: {exc!r}") from exc
             try:
                 status, data = self._ask()

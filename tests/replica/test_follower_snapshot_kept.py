@@ -5,6 +5,7 @@ rule 5), and a new connection each time held its reading thread 70-115 ms while 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,10 @@ def test_the_snapshot_is_asked_again_on_the_connection_the_first_ask_opened(serv
         # Five asks, one connection, still open: none was closed (a connection an ask opened
         # and closed would each leave one in TIME_WAIT).
         assert closed_connections(server.port) == before
-        asker.close()
+        asker.close()  # its end reaches TIME_WAIT once the primary has closed its own
+        deadline = time.monotonic() + 10
+        while closed_connections(server.port) != before + 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert closed_connections(server.port) == before + 1
     finally:
         asker.close()
@@ -56,3 +60,45 @@ def test_a_kept_connection_the_primary_closed_is_opened_again_for_the_next_ask(s
             asker.snapshot()
     finally:
         asker.close()
+
+
+def test_a_kept_connection_whose_answer_times_out_is_not_asked_again_at_once(monkeypatch):
+    # A primary that answers the first ask, then reads the second and never answers: the
+    # ask fails after one timeout, with no second connection (it is asked at the next poll).
+    import socket
+    import threading
+
+    from dbsvc.replica import primary as primary_module
+
+    monkeypatch.setattr(primary_module, "SNAPSHOT_TIMEOUT", 0.5)
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+    answered = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{"offset":3}'
+
+    def serve() -> None:
+        listener.settimeout(5)
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            if len(accepted) == 1:
+                conn.recv(4096)
+                conn.sendall(answered)
+                conn.recv(4096)  # the second ask, never answered
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    asker = HttpPrimary(parse_endpoint(f"http://127.0.0.1:{listener.getsockname()[1]}"))
+    try:
+        assert asker.snapshot() == {"offset": 3}
+        with pytest.raises(OSError, match="timed out"):
+            asker.snapshot()
+        assert len(accepted) == 1
+    finally:
+        asker.close()
+        listener.close()
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
