@@ -78,7 +78,7 @@ Rules:
    2). Anything else, or a cut the store refuses, is rule 2's bootstrap.
 
 The reading side runs in one thread; everything that touches the store runs on the event
-loop. The primary is reached through `primary.py` (`HttpPrimary`: urllib and the blocking
+loop. The primary is reached through `primary.py` (`HttpPrimary`: http.client and the blocking
 client of `dbsvc.http.ws.client`); this module only decides. That seam is why a `Follower`
 takes a `primary=`: tests/support/follower_kit.py plays a primary from a script (tests/replica/test_follower_*.py)
 and goes through every decision above (a new epoch met mid-stream, the wait for a batch to
@@ -230,6 +230,14 @@ class Follower:
     # -- the reading thread ---------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            self._follow_until_stopped()
+        finally:
+            close = getattr(self._primary, "close", None)  # its kept /snapshot connection
+            if close is not None:
+                close()
+
+    def _follow_until_stopped(self) -> None:
         delay = 0.2
         last_poll = 0.0
         while not self._stop.is_set() and self.status.state != "diverged":

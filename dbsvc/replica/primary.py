@@ -13,8 +13,14 @@ an end-to-end run only reaches the paths a real primary happens to take.
     header, data = read_snapshot(stream)          # the whole snapshot, size and crc32 checked
 
 Rules:
-1. `snapshot` raises `OSError` (refused, dropped, an HTTP error status: urllib's HTTPError is
-   one) or `ValueError` (not JSON); it judges nothing of the body: follower.py does.
+1. `snapshot` raises `OSError` (refused, dropped, an HTTP error status) or `ValueError` (not
+   JSON); it judges nothing of the body: follower.py does. `HttpPrimary` asks it over one
+   kept-alive connection (HTTP/1.1), opened again when the server has closed it (an idle
+   timeout, a restart) and for the request after a failed one: the follower asks every
+   second (its rule 5), and each ask on a new connection through urllib (a connect, a
+   dozen blocking calls) held its reading thread 60-117 ms while catching up, each call
+   waiting for the GIL behind the busy loop, so the loop ran out of groups to apply
+   (bench/README.md, "The primary's /snapshot asked over one kept-alive connection").
 2. `replicate` and `epoch_snapshot` raise `HandshakeRefused` for an answer other than 101 and
    `WebSocketClientError` when no connection could be had; a `Stream` yields whole messages
    (`receive(timeout)`: bytes, str, or None when none came within `timeout` seconds;
@@ -32,8 +38,9 @@ nothing of storage, no asyncio.
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.request
+import urllib.parse
 import zlib
 from typing import Any, Protocol
 
@@ -74,11 +81,48 @@ class HttpPrimary:
     def __init__(self, endpoint: Endpoint, token: str | None = None) -> None:
         self.endpoint = endpoint
         self._headers = [("Authorization", f"Bearer {token}")] if token else []
+        parts = urllib.parse.urlsplit(endpoint.http_base)
+        self._secure, self._netloc, self._path = parts.scheme == "https", parts.netloc, f"{parts.path}/snapshot"
+        self._connection: http.client.HTTPConnection | None = None  # kept alive between asks (rule 1)
 
     def snapshot(self) -> Any:
-        request = urllib.request.Request(f"{self.endpoint.http_base}/snapshot")
-        with urllib.request.urlopen(request, timeout=SNAPSHOT_TIMEOUT) as reply:  # noqa: S310 - our URL
-            return json.loads(reply.read())
+        """GET /snapshot on the kept connection (rule 1). A kept connection that fails before
+        an answer came may have been closed by the server while idle: the ask is made once
+        more on a new one. A new connection's failure is the answer, and so is a timeout (a
+        primary that is slow to answer is asked again at the next poll, not at once)."""
+        kept = self._connection is not None
+        try:
+            status, data = self._ask()
+        except (OSError, http.client.HTTPException) as exc:
+            self.close()
+            if not kept or isinstance(exc, TimeoutError):
+                raise OSError(f"GET /snapshot failed: {exc!r}") from exc
+            try:
+                status, data = self._ask()
+            except (OSError, http.client.HTTPException) as again:
+                self.close()
+                raise OSError(f"GET /snapshot failed: {again!r}") from again
+        if status != 200:
+            raise OSError(f"GET /snapshot answered {status}")
+        return json.loads(data)
+
+    def _ask(self) -> tuple[int, bytes]:
+        connection = self._connection
+        if connection is None:
+            kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
+            connection = self._connection = kind(self._netloc, timeout=SNAPSHOT_TIMEOUT)
+        connection.request("GET", self._path)
+        reply = connection.getresponse()
+        data = reply.read()
+        if reply.will_close:  # the server closes it after this answer
+            self.close()
+        return reply.status, data
+
+    def close(self) -> None:
+        """Close the kept connection of `snapshot` (the next ask opens one)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
 
     def replicate(self, after: int) -> Stream:
         return open_websocket(self.endpoint.replicate_url(after), headers=self._headers, timeout=HANDSHAKE_TIMEOUT)
