@@ -233,9 +233,7 @@ class Follower:
         try:
             self._follow_until_stopped()
         finally:
-            close = getattr(self._primary, "close", None)  # its kept /snapshot connection
-            if close is not None:
-                close()
+            self._primary.close()  # its kept /snapshot connection
 
     def _follow_until_stopped(self) -> None:
         delay = 0.2

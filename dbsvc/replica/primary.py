@@ -74,22 +74,26 @@ class Primary(Protocol):
 
     def epoch_snapshot(self) -> Stream: ...
 
+    def close(self) -> None:
+        """Let go of what `snapshot` keeps between asks (the reading thread's end)."""
 
-class HttpPrimary:
-    """The primary at `endpoint`, over HTTP and the blocking WebSocket client."""
 
-    def __init__(self, endpoint: Endpoint, token: str | None = None) -> None:
-        self.endpoint = endpoint
-        self._headers = [("Authorization", f"Bearer {token}")] if token else []
-        parts = urllib.parse.urlsplit(endpoint.http_base)
-        self._secure, self._netloc, self._path = parts.scheme == "https", parts.netloc, f"{parts.path}/snapshot"
-        self._connection: http.client.HTTPConnection | None = None  # kept alive between asks (rule 1)
+class KeptSnapshot:
+    """GET /snapshot of one primary on one kept-alive connection (HTTP/1.1; rule 1), for
+    `HttpPrimary` and the workers' `WriterPrimary` alike. A kept connection that fails
+    before an answer came may have been closed by the server while idle (a timeout, a
+    restart): the ask is made once more on a new one. A new connection's failure is the
+    answer, and so is a timeout (a primary slow to answer is asked again at the next poll,
+    not at once). No proxy variable diverts it (http.client reads none), as none diverts
+    the `/replicate` streams."""
 
-    def snapshot(self) -> Any:
-        """GET /snapshot on the kept connection (rule 1). A kept connection that fails before
-        an answer came may have been closed by the server while idle: the ask is made once
-        more on a new one. A new connection's failure is the answer, and so is a timeout (a
-        primary that is slow to answer is asked again at the next poll, not at once)."""
+    def __init__(self, netloc: str, path: str, *, secure: bool = False, headers: dict[str, str] | None = None) -> None:
+        self._netloc, self._path, self._secure = netloc, path, secure
+        self._headers = headers or {}
+        self._connection: http.client.HTTPConnection | None = None
+
+    def ask(self) -> Any:
+        """The answer's JSON; OSError or ValueError as rule 1 says."""
         kept = self._connection is not None
         try:
             status, data = self._ask()
@@ -111,7 +115,7 @@ class HttpPrimary:
         if connection is None:
             kind = http.client.HTTPSConnection if self._secure else http.client.HTTPConnection
             connection = self._connection = kind(self._netloc, timeout=SNAPSHOT_TIMEOUT)
-        connection.request("GET", self._path)
+        connection.request("GET", self._path, headers=self._headers)
         reply = connection.getresponse()
         data = reply.read()
         if reply.will_close:  # the server closes it after this answer
@@ -119,10 +123,26 @@ class HttpPrimary:
         return reply.status, data
 
     def close(self) -> None:
-        """Close the kept connection of `snapshot` (the next ask opens one)."""
+        """Close the kept connection (the next ask opens one)."""
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
+
+
+class HttpPrimary:
+    """The primary at `endpoint`, over HTTP and the blocking WebSocket client."""
+
+    def __init__(self, endpoint: Endpoint, token: str | None = None) -> None:
+        self.endpoint = endpoint
+        self._headers = [("Authorization", f"Bearer {token}")] if token else []
+        parts = urllib.parse.urlsplit(endpoint.http_base)
+        self._snapshot = KeptSnapshot(parts.netloc, f"{parts.path}/snapshot", secure=parts.scheme == "https")
+
+    def snapshot(self) -> Any:
+        return self._snapshot.ask()
+
+    def close(self) -> None:
+        self._snapshot.close()
 
     def replicate(self, after: int) -> Stream:
         return open_websocket(self.endpoint.replicate_url(after), headers=self._headers, timeout=HANDSHAKE_TIMEOUT)

@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
-import http.client
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -39,7 +37,7 @@ from dbsvc.http.types import Deferred, HttpSettings, Request, Response, Upgrade
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.routes import RealtimeRoutes
-from dbsvc.replica.primary import HANDSHAKE_TIMEOUT, SNAPSHOT_TIMEOUT, Stream
+from dbsvc.replica.primary import HANDSHAKE_TIMEOUT, KeptSnapshot, Stream
 from dbsvc.routes import REPLICATE_PATH, REPLICATE_SNAPSHOT_PATH, SOCKET_METHODS
 from dbsvc.runtime import CompiledModel
 from dbsvc.workers.role import KEY_HEADER, WorkerRole
@@ -100,21 +98,14 @@ class WriterPrimary:
         self.port = port
         self.headers = [(KEY_HEADER, key)]
         self.ws_base = f"ws://{PRIVATE_HOST}:{port}"
+        self._snapshot = KeptSnapshot(f"{PRIVATE_HOST}:{port}", "/snapshot", headers=dict(self.headers))
 
     def snapshot(self) -> Any:
-        """GET /snapshot (primary.py rule 1: OSError or ValueError)."""
-        connection = http.client.HTTPConnection(PRIVATE_HOST, self.port, timeout=SNAPSHOT_TIMEOUT)
-        try:
-            connection.request("GET", "/snapshot", headers=dict(self.headers))
-            reply = connection.getresponse()
-            body = reply.read()
-        except http.client.HTTPException as exc:
-            raise OSError(f"the writer's /snapshot failed: {exc}") from exc
-        finally:
-            connection.close()
-        if reply.status != 200:
-            raise OSError(f"the writer's /snapshot answered {reply.status}")
-        return json.loads(body)
+        """GET /snapshot on one kept connection (primary.py rule 1: OSError or ValueError)."""
+        return self._snapshot.ask()
+
+    def close(self) -> None:
+        self._snapshot.close()
 
     def replicate(self, after: int) -> Stream:
         url = f"{self.ws_base}/replicate?after={after}"

@@ -167,6 +167,9 @@ class ScriptedPrimary:
             raise self.answer
         return json.loads(json.dumps(self.answer))
 
+    def close(self) -> None:
+        """Nothing is kept between asks of a script."""
+
     def replicate(self, after: int) -> Script:
         self.afters.append(after)
         return self._open(self.streams)
