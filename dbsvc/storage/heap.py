@@ -128,10 +128,10 @@ def advise_heap() -> int:
 
 # A piece of a collapse beside serving (`collapse_in_pieces`): one huge page. Each call's
 # kernel time (the page's allocation, which may compact memory first, and its copy under
-# the mapping's lock) is taken on the core the loop is pinned to, and the loop, its page
-# faults and the group fsync's thread wait behind it: pieces of 8 huge pages ran up to
-# 75 ms of that CPU (153 ms wall) in the service bench's PATCH run, pieces of one at most
-# 10 ms (32 ms) (bench/README.md, "The heap's collapse a huge page a call", session 25).
+# the mapping's lock) is taken on a core the loop shares (the benches pin the process to
+# one), and the loop, its page faults and the group fsync's thread wait behind it: in the service bench's PATCH run
+# the longest piece of 8 huge pages ran 49-75 ms of that CPU, of one 9-12 ms
+# (bench/README.md, "The heap's collapse a huge page a call", session 25).
 COLLAPSE_BYTES = HUGE_PAGE
 
 
