@@ -130,7 +130,7 @@ def advise_heap() -> int:
 # kernel time (the page's allocation, which may compact memory first, and its copy under
 # the mapping's lock) is taken on a core the loop shares (the benches pin the process to
 # one), and the loop, its page faults and the group fsync's thread wait behind it: in the service bench's PATCH run
-# the longest piece of 8 huge pages ran 49-75 ms of that CPU, of one 9-12 ms
+# the longest piece of 8 huge pages ran 46-75 ms of that CPU, of one 2-12 ms
 # (bench/README.md, "The heap's collapse a huge page a call", session 25).
 COLLAPSE_BYTES = HUGE_PAGE
 

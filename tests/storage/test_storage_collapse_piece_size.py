@@ -4,8 +4,8 @@ huge page, each followed by its pause.
 Why: a piece is what the kernel does in one call on the core the served loop is pinned to
 (each huge page's allocation, which may compact memory first, and its copy under the
 mapping's lock). Served with a compaction in the service bench's PATCH run, the longest
-piece of 8 huge pages took 49-75 ms of the thread's CPU, and the group fsyncs and loop
-ticks beside it waited behind it; the longest piece of one took 9-12 ms (bench/README.md,
+piece of 8 huge pages took 46-75 ms of the thread's CPU, and the group fsyncs and loop
+ticks beside it waited behind it; the longest piece of one took 2-12 ms (bench/README.md,
 "The heap's collapse a huge page a call", session 25). The calls
 are read by wrapping `advise_huge_pages`, which still runs: a private anonymous mapping of
 this test's, advised for real (a kernel without the advice refuses it; the calls are the
