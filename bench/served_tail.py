@@ -94,6 +94,15 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
     # in pieces shrinks the old files with it: storage/freeing.py)
     for name in ("fsync", "fsync_dir", "ftruncate"):
         setattr(files.ops, name, timed(name, getattr(files.ops, name)))
+    # each piece of the heap's collapse after a switch (heap.py `collapse_in_pieces` calls
+    # the module's `advise_huge_pages` once a piece with MADV_COLLAPSE): "collapse.piece",
+    # its wall and its thread's CPU (the kernel's copy and huge-page allocation, on the
+    # core the loop is pinned to)
+    from dbsvc.storage import heap
+
+    if hasattr(heap, "collapse_in_pieces"):
+        advise, piece = heap.advise_huge_pages, timed("collapse.piece", heap.advise_huge_pages)
+        heap.advise_huge_pages = lambda ranges, how: (piece if how == heap.MADV_COLLAPSE else advise)(ranges, how)
     started = [0.0, 0.0]
 
     def collected(phase: str, info: dict[str, int]) -> None:
@@ -301,6 +310,12 @@ def report(done: list[tuple[float, float]], marks: Marks, bucket: float, timelin
     if cuts:
         lines.append(
             f"  ftruncate: {len(cuts)} calls, {sum(cuts) * 1e3:.1f} ms in all, the longest {max(cuts) * 1e3:.1f} ms"
+        )
+    pieces = sorted((m[2] - m[1], m[3]) for m in marks if m[0] == "collapse.piece" and m[1] >= origin)
+    if pieces:
+        lines.append(
+            f"  the heap's collapse: {len(pieces)} pieces, wall p50 {pieces[len(pieces) // 2][0] * 1e3:.1f} / longest "
+            f"{pieces[-1][0] * 1e3:.1f} ms, thread CPU longest {max(p[1] for p in pieces) * 1e3:.1f} ms"
         )
     lines.extend(slowest_in_snapshot(done, marks, whole))
     if not timeline:

@@ -126,8 +126,13 @@ def advise_heap() -> int:
     return sum(length for _start, length in ranges)
 
 
-# A piece of a collapse beside serving (`collapse_in_pieces`): 8 huge pages.
-COLLAPSE_BYTES = 16 << 20
+# A piece of a collapse beside serving (`collapse_in_pieces`): one huge page. Each call's
+# kernel time (the page's allocation, which may compact memory first, and its copy under
+# the mapping's lock) is taken on a core the loop shares (the benches pin the process to
+# one), and the loop, its page faults and the group fsync's thread wait behind it: in the service bench's PATCH run
+# the longest piece of 8 huge pages ran 46-75 ms of that CPU, of one 2-12 ms
+# (bench/README.md, "The heap's collapse a huge page a call", session 25).
+COLLAPSE_BYTES = HUGE_PAGE
 
 
 def collapse_in_pieces(ranges: list[tuple[int, int]], pause: Callable[[float], bool]) -> int:
@@ -142,7 +147,8 @@ def collapse_in_pieces(ranges: list[tuple[int, int]], pause: Callable[[float], b
     under the mapping's lock, on the core the loop shares, and the loop's own page faults
     wait behind it; a pause after each piece hands both back. Stopping early loses nothing
     but huge pages: what is left is merged by khugepaged in time, or by the next
-    compaction's collapse."""
+    compaction's collapse. A piece is one huge page (COLLAPSE_BYTES): the longest call is
+    then one page's allocation and copy, not eight back to back."""
     pieces = 0
     for start, length in ranges:
         for at in range(start, start + length, COLLAPSE_BYTES):
