@@ -4,16 +4,27 @@
 Split from readcache.py (597 lines) by job: that module keeps the records' and the
 answers' caches, this one the parsed queries.
 
+A page at a cursor or an offset is a new `Query` on every request (a client walking a list
+by its `Link`s, pages asked at many targets), the list's own copied with one field
+replaced. `Query` is a frozen slotted dataclass, so every way of writing its slots from
+outside its class (`dataclasses.replace`, its `__init__`, `object.__setattr__`, the slots'
+`__set__` mapped in C) calls a slot wrapper a field, ~0.3-0.6 us each on this host under
+load: 4.5-12 us a copy of 13 fields. `_Draft` has the very same slots and no frozen
+`__setattr__`: its fields are written by plain stores (one bytecode each) and the copy then
+becomes a `Query` by a `__class__` assignment, which CPython allows between two classes of
+the same slots over the same base (bench/README.md and docs/decisions.md, wt-filt3:
+~5-7x cheaper in a micro; ~4% of a filtered page at a cursor at random at 1,000,000 posts).
+Every field is listed once in `_copied`; a field added to `Query` and not there fails at
+import (`_FIELDS`), and tests/app/test_parsed_page_queries.py holds each copy equal to
+`dataclasses.replace` with every field set.
+
 Imports errors, runtime, http's Request type, operators and admission.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections import OrderedDict
 from dataclasses import fields
-from itertools import repeat
-from operator import attrgetter
 from typing import Any
 
 from dbsvc.admission import SecondAsk
@@ -23,33 +34,79 @@ from dbsvc.operators import NextLinks, link_prefix
 from dbsvc.runtime import CompiledModel, Query, Record, parse_count
 
 _PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
-_set = object.__setattr__
+_FIELDS = (
+    "filters",
+    "sort",
+    "limit",
+    "offset",
+    "projection",
+    "as_of",
+    "after",
+    "where_row",
+    "ranges",
+    "nulls",
+    "cursor",
+    "expand",
+    "search",
+)  # every field `_copied` writes, in `Query`'s order
+if tuple(f.name for f in fields(Query)) != _FIELDS or Query.__slots__ != _FIELDS:  # pragma: no cover
+    raise AssertionError("Query's fields changed: write each of them in parsedlists.py `_copied`")
 
 
-def _replacing(name: str) -> Callable[[Query, Any], Query]:
-    """`dataclasses.replace(query, <name>=value)` for one field, without its per-field
-    calls (a third of its cost: a page at a cursor or an offset makes one on every
-    request): the other fields are read by one C-level `attrgetter` and written by their
-    slots' own setters mapped over them in C (`deque(..., 0)` runs the map), where a loop
-    here cost a Python iteration a field (13 of them; bench/README.md, wt-rand7)."""
-    others = tuple(f.name for f in fields(Query) if f.name != name)
-    read_others = attrgetter(*others)
-    slots = tuple(getattr(Query, field) for field in others)  # each field's slot descriptor
-    write = type(slots[0]).__set__  # member_descriptor.__set__(slot, obj, value)
-    assert all(type(slot) is type(slots[0]) for slot in slots)  # Query is a slotted dataclass
-    new = Query.__new__
+class _Draft:
+    """A `Query` being copied: the same slots, in the same order, over the same base, and
+    writable (module docstring); it is a `Query` once its `__class__` is assigned."""
 
-    def replaced(query: Query, value: Any) -> Query:
-        made = new(Query)
-        deque(map(write, slots, repeat(made), read_others(query)), 0)
-        _set(made, name, value)
-        return made
+    __slots__ = _FIELDS
+    # the fields' types are Query's; a draft only carries them over (`_copied`)
+    filters: Any
+    sort: Any
+    limit: Any
+    offset: Any
+    projection: Any
+    as_of: Any
+    after: Any
+    where_row: Any
+    ranges: Any
+    nulls: Any
+    cursor: Any
+    expand: Any
+    search: Any
 
-    return replaced
+
+def _copied(query: Query) -> _Draft:
+    """A writable copy of every field of `query` (`with_cursor`, `with_offset`)."""
+    made = _Draft()
+    made.filters = query.filters
+    made.sort = query.sort
+    made.limit = query.limit
+    made.offset = query.offset
+    made.projection = query.projection
+    made.as_of = query.as_of
+    made.after = query.after
+    made.where_row = query.where_row
+    made.ranges = query.ranges
+    made.nulls = query.nulls
+    made.cursor = query.cursor
+    made.expand = query.expand
+    made.search = query.search
+    return made
 
 
-with_cursor = _replacing("cursor")  # (query, (keys, id)) -> the query at that cursor
-with_offset = _replacing("offset")  # (query, offset) -> the query at that offset
+def with_cursor(query: Query, cursor: tuple[tuple[Any, ...], Any]) -> Query:
+    """`dataclasses.replace(query, cursor=cursor)`, by plain stores (module docstring)."""
+    made = _copied(query)
+    made.cursor = cursor
+    made.__class__ = Query  # type: ignore[assignment]
+    return made  # type: ignore[return-value]
+
+
+def with_offset(query: Query, offset: int) -> Query:
+    """`dataclasses.replace(query, offset=offset)`, by plain stores (module docstring)."""
+    made = _copied(query)
+    made.offset = offset
+    made.__class__ = Query  # type: ignore[assignment]
+    return made  # type: ignore[return-value]
 
 
 class ParsedList:
