@@ -43,7 +43,8 @@ from dbsvc.index import build_index
 from dbsvc.interfaces import GeneratedModule, ServedStore, TokenGuard
 from dbsvc.metrics import Meters
 from dbsvc.operational import OperationalRoutes, served_openapi
-from dbsvc.readcache import EncodedRecords, ParsedQueries, PastPages, PresentPages
+from dbsvc.parsedlists import ParsedQueries
+from dbsvc.readcache import EncodedRecords, PastPages, PresentPages
 from dbsvc.realtime.broker import Broker
 from dbsvc.realtime.feeds import FeedKind
 from dbsvc.realtime.routes import RealtimeRoutes

@@ -1,8 +1,8 @@
 """The read path's caches: records' JSON, whole or under a projection, encoded once per
-version (`EncodedRecords`), list queries parsed once per distinct query (`ParsedQueries`),
-list answers at a past watermark kept whole (`PastPages`) and list answers of the present
-kept while nothing they read has changed (`PresentPages`); the application keeps one of
-each (dbsvc/app.py).
+version (`EncodedRecords`), list answers at a past watermark kept whole (`PastPages`) and
+list answers of the present kept while nothing they read has changed (`PresentPages`); the
+application keeps one of each (dbsvc/app.py). The list queries parsed once per distinct
+query are parsedlists.py's (`ParsedQueries`, split from here by job in session 25).
 
 Each is bounded in entries and in the size of what it keeps; none ever answers stale
 data (the rules are in each class's docstring). Imports runtime and http's Request type.
@@ -17,48 +17,16 @@ costs ~4 (bench/README.md, "Pages that miss the caches at 1,000,000 posts").
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
-from dataclasses import fields
-from itertools import repeat
-from operator import attrgetter, is_, itemgetter
+from collections import OrderedDict
+from collections.abc import Iterable
+from operator import is_, itemgetter
 from typing import Any
 
 from dbsvc.admission import SecondAsk
-from dbsvc.errors import BadQuery
 from dbsvc.http.types import Request
-from dbsvc.operators import NextLinks, link_prefix
-from dbsvc.runtime import CompiledModel, Query, Record, json_bytes, parse_count
+from dbsvc.runtime import CompiledModel, Record, json_bytes
 
-_PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
-_set = object.__setattr__
 _first, _second = itemgetter(0), itemgetter(1)  # a kept entry's record, its JSON
-
-
-def _replacing(name: str) -> Callable[[Query, Any], Query]:
-    """`dataclasses.replace(query, <name>=value)` for one field, without its per-field
-    calls (a third of its cost: a page at a cursor or an offset makes one on every
-    request): the other fields are read by one C-level `attrgetter` and written by their
-    slots' own setters mapped over them in C (`deque(..., 0)` runs the map), where a loop
-    here cost a Python iteration a field (13 of them; bench/README.md, wt-rand7)."""
-    others = tuple(f.name for f in fields(Query) if f.name != name)
-    read_others = attrgetter(*others)
-    slots = tuple(getattr(Query, field) for field in others)  # each field's slot descriptor
-    write = type(slots[0]).__set__  # member_descriptor.__set__(slot, obj, value)
-    assert all(type(slot) is type(slots[0]) for slot in slots)  # Query is a slotted dataclass
-    new = Query.__new__
-
-    def replaced(query: Query, value: Any) -> Query:
-        made = new(Query)
-        deque(map(write, slots, repeat(made), read_others(query)), 0)
-        _set(made, name, value)
-        return made
-
-    return replaced
-
-
-with_cursor = _replacing("cursor")  # (query, (keys, id)) -> the query at that cursor
-with_offset = _replacing("offset")  # (query, offset) -> the query at that offset
 
 
 class EncodedRecords:
@@ -233,220 +201,6 @@ class EncodedRecords:
                 entries[key] = (record, data)
             out.append(data)
         return out
-
-
-class ParsedList:
-    """One distinct list of one model: its parsed `Query`, and the maker of its next pages'
-    `Link` values (operators.py `NextLinks`), found on its first page that has a next one.
-
-    Found by one lookup per list request (`ParsedQueries.listing`), where the query and the
-    `Link` maker were two lookups, each keyed by a tuple of the pairs made and hashed
-    afresh. A list's path is `/api/<kebab>` of its model, so the model and the pairs fix
-    the text before the cursor too (the maker keeps the path it was made for, and a
-    request with another path gets a maker of its own). `makers`: the `ParsedQueries` that
-    keeps one maker for all the pages of a list (`ParsedQueries.maker`); without it, a
-    maker of its own."""
-
-    __slots__ = ("_links", "_makers", "_path", "base", "query")
-
-    def __init__(self, query: Query, makers: ParsedQueries | None = None) -> None:
-        self.query = query
-        self._makers = makers
-        self._links: NextLinks | None = None
-        self._path = ""
-        self.base: ParsedList | None = None  # the list this is a page of (`at`), or None
-
-    def at(self, query: Query) -> ParsedList:
-        """This list at another page (`query`: a cursor's or an offset's, ParsedQueries
-        `at_page`), with the `Link` maker found so far: one maker for all the pages of a
-        list, and the first page's maker found is handed back to the list (`link_after`)."""
-        page = ParsedList(query, self._makers)
-        page._links, page._path, page.base = self._links, self._path, self
-        return page
-
-    @property
-    def links(self) -> NextLinks | None:
-        """The `Link` maker made for the last path asked (`link_after`), or None before the
-        first `Link`."""
-        return self._links
-
-    def link_after(self, model: CompiledModel, request: Request, record: Record) -> str:
-        """The `Link` value of the page after `record`, the last of a page of `model` listed
-        by `request`."""
-        links = self._links
-        if links is None or self._path != request.path:
-            makers = self._makers
-            if makers is None:
-                links = ParsedQueries.links_of(model, self.query, request)
-            else:
-                links = makers.maker(model, self.query, request)
-            self._links = links
-            self._path = request.path
-            base = self.base
-            if base is not None:  # the list's later pages start with this maker
-                base._links, base._path = links, request.path
-        return links.after(record)
-
-
-class ParsedQueries:
-    """List queries parsed once per distinct query, with their next-page `Link` maker: a
-    list URL a client polls is parsed on its first request, then found by its decoded pairs
-    (parsing and making a Query, a noticeable share of a list request, become one dict
-    lookup; bench/README.md).
-
-    The key is the model and the tuple of the request's decoded query pairs, from which
-    the generated parser's answer follows and nothing else does; a query that fails to
-    parse is never kept, so its error is raised afresh each time. At most `capacity`
-    queries are kept, the oldest dropped first, and a target over `longest` characters is
-    parsed without being kept, so a client sending distinct queries costs a bounded memory.
-    A list with no pairs is kept apart, one per model (the schema declares finitely many),
-    evicting nothing.
-
-    The `Link` makers are kept apart from the queries (`maker`), one per list whatever its
-    page: keyed by the path and the pairs but `offset` and `cursor`, which the text before
-    the cursor leaves out (operators.py `link_prefix`) and the sort does not depend on. A
-    client walking a list by its `Link`s asks a new target (a new cursor) on every page:
-    the list is kept once without its cursor, each page decodes only its cursor
-    (`at_page`; an `offset` page reads its offset alone) and finds the list's maker. At most `capacity` makers, the oldest
-    dropped first.
-    """
-
-    __slots__ = ("_asked", "_cursors", "_makers", "_parsed", "_plain", "capacity", "longest")
-
-    def __init__(self, capacity: int = 1024, longest: int = 512) -> None:
-        self.capacity = capacity
-        self.longest = longest
-        self._parsed: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
-        self._plain: dict[str, ParsedList] = {}  # model -> its list with no pairs
-        # (model, pairs) -> the last capacity // 4 pages at a cursor or an offset (`at_page`),
-        # apart: a walk over many cursors or offsets never drops a list
-        self._cursors: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
-        self._asked = SecondAsk(capacity // 4)  # such pages asked once and not kept apart
-        # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
-        self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
-
-    def __len__(self) -> int:
-        """Lists with pairs kept (at most `capacity`; the lists with no pairs are apart)."""
-        return len(self._parsed)
-
-    def listing(self, model: CompiledModel, request: Request) -> ParsedList:
-        """The list `request` asks of `model`: kept (`ParsedList`), or parsed now (raising
-        BadQuery) and kept unless its target is over `longest` characters. A page at a
-        cursor or an offset is its list without it, kept, at the cursor decoded or the offset
-        read now (`at_page`), and kept apart among the last `capacity // 4` such pages from
-        its second ask (a polled one is found; one asked once costs no eviction)."""
-        pairs = request.query
-        if len(request.target) > self.longest:
-            return ParsedList(model.parse_list_query(pairs))
-        if pairs:
-            key = (model.name, tuple(pairs))
-            entry = self._parsed.get(key)
-            if entry is not None:
-                return entry
-            cursors = self._cursors
-            entry = cursors.get(key)
-            if entry is not None:
-                return entry
-            entry = self.at_page(model, pairs)
-            if entry is not None:
-                kept = self.capacity // 4  # 0 under a capacity of 3 or less: none kept
-                if kept and self._asked.admits(key):  # from its second ask (admission.py)
-                    if len(cursors) >= kept:
-                        cursors.popitem(last=False)
-                    cursors[key] = entry
-                return entry
-        return self._kept(model, pairs)
-
-    def at_page(self, model: CompiledModel, pairs: list[tuple[str, str]]) -> ParsedList | None:
-        """A page at a cursor or at an offset of a list kept (or kept now): the list's
-        `Query` with the cursor decoded alone (`CompiledModel.decode_cursor`) or the offset
-        read alone (`runtime.parse_count`, as the parser reads it), not kept; None for pairs
-        with neither, or with two of them (two cursors, two offsets, or both), which the
-        generated parser takes whole.
-
-        A client walking lists by their `Link`s, or asking pages at many cursors or offsets,
-        asks a new target on every page: each kept as a list of its own, they evicted one
-        another and the parser ran on every page (bench/README.md, "Random cursor pages").
-        The answer and every refusal are the parser's: the pairs without the cursor or the
-        offset parse as they do beside it (a single `cursor` or `offset` pair is read by no
-        other pair, and a single `cursor` never raises in the parser's loop), and a refusal
-        of either part is raised by the parser of the whole pairs, so a bad cursor or offset
-        beside another bad pair is refused as before."""
-        name = text = None
-        rest = []
-        for pair in pairs:
-            if pair[0] in _PAGE_PARAMS:
-                if name is not None:
-                    return None
-                name, text = pair
-            else:
-                rest.append(pair)
-        if text is None:
-            return None
-        decode = model.decode_cursor
-        if name == "cursor" and decode is None:
-            return None
-        try:
-            listing = self._kept(model, rest)
-            query = listing.query
-            if decode is not None and name == "cursor":
-                return listing.at(with_cursor(query, decode(text, query.sort)))
-            offset = parse_count(text)
-            if offset is None:
-                raise BadQuery(text)  # the parser's own message, below
-            return listing.at(with_offset(query, offset))
-        except BadQuery:  # refused as the parser refuses the whole pairs
-            return ParsedList(model.parse_list_query(pairs), self)
-
-    def _kept(self, model: CompiledModel, pairs: list[tuple[str, str]]) -> ParsedList:
-        """The list of these pairs: kept, or parsed now and kept (at most `capacity` lists
-        with pairs, the oldest dropped first)."""
-        if not pairs:
-            entry = self._plain.get(model.name)
-            if entry is None:
-                entry = self._plain[model.name] = ParsedList(model.parse_list_query(pairs), self)
-            return entry
-        key = (model.name, tuple(pairs))
-        entries = self._parsed
-        entry = entries.get(key)
-        if entry is None:
-            entry = ParsedList(model.parse_list_query(pairs), self)
-            if len(entries) >= self.capacity:
-                entries.popitem(last=False)
-            entries[key] = entry
-        return entry
-
-    def list_query(self, model: CompiledModel, request: Request) -> Query:
-        """`listing(model, request).query`."""
-        return self.listing(model, request).query
-
-    def link_after(self, model: CompiledModel, query: Query, request: Request, record: Record) -> str:
-        """The `Link` value of the page after `record`, the last of a page of `model` listed
-        by `request` (parsed as `query`): the kept list's maker (`ParsedList.link_after`),
-        or a maker of its own for a list that is not kept."""
-        if len(request.target) > self.longest:
-            return self.links_of(model, query, request).after(record)
-        return self.listing(model, request).link_after(model, request, record)
-
-    def maker(self, model: CompiledModel, query: Query, request: Request) -> NextLinks:
-        """The `Link` maker of the pages of the list `request` asks of `model` (parsed as
-        `query`): kept per list whatever the page's `offset` or `cursor`, or made now."""
-        path = request.path
-        key = (model.name, path, tuple([pair for pair in request.query if pair[0] not in _PAGE_PARAMS]))
-        makers = self._makers
-        links = makers.get(key)
-        if links is None:
-            links = NextLinks(link_prefix(path, key[2]), model.name, query.sort, model.keys, model.id_field)
-            if len(makers) >= self.capacity:
-                makers.popitem(last=False)
-            makers[key] = links
-        return links
-
-    @staticmethod
-    def links_of(model: CompiledModel, query: Query, request: Request) -> NextLinks:
-        """The `Link` maker of a list of `model` by `request`, sorted as `query` says."""
-        prefix = link_prefix(request.path, request.query)
-        return NextLinks(prefix, model.name, query.sort, model.keys, model.id_field)
 
 
 class PastPages:

@@ -100,7 +100,8 @@ ALLOWED: dict[str, frozenset[str]] = {
         "exits": ("errors", "schema", "deps"),
         # issue 32: /metrics' request meters and text format; the read path's caches; /api/'s index
         "metrics": ("errors",),
-        "readcache": ("errors", "runtime", "http", "operators", "admission"),
+        "readcache": ("errors", "runtime", "http", "admission"),
+        "parsedlists": ("errors", "runtime", "http", "operators", "admission"),
         "index": ("routes", "runtime", "http"),
         # /health, /ready, /metrics, the index, the documents and /snapshot: a base of the app
         "operational": (
@@ -141,6 +142,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "batchops",
             "operators",
             "metrics",
+            "parsedlists",
             "readcache",
             "index",
             "errors",

@@ -9,7 +9,7 @@ from dbsvc.app import ParsedQueries
 from dbsvc.errors import BadQuery
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.readcache import ParsedList
+from dbsvc.parsedlists import ParsedList
 from dbsvc.runtime import DEFAULT_QUERY
 from support.blog import BLOG
 

@@ -19,7 +19,8 @@ from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.operators import encode_cursor, link_prefix, next_link
-from dbsvc.readcache import EncodedRecords, ParsedQueries
+from dbsvc.parsedlists import ParsedQueries
+from dbsvc.readcache import EncodedRecords
 from dbsvc.schema import parse_schema
 
 MODULE = compile_schema(

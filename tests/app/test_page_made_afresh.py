@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
 from dbsvc.operators import NextLinks, encode_cursor, link_prefix, next_link
-from dbsvc.readcache import ParsedQueries
+from dbsvc.parsedlists import ParsedQueries
 from support.blog import BLOG
 
 MODULE = BLOG  # compiled once per process (tests/support/blog.py)

@@ -12,7 +12,8 @@ import pytest
 from dbsvc.compiler import compile_schema
 from dbsvc.errors import BadQuery
 from dbsvc.http.types import Request
-from dbsvc.readcache import EncodedRecords, ParsedQueries
+from dbsvc.parsedlists import ParsedQueries
+from dbsvc.readcache import EncodedRecords
 from dbsvc.schema import parse_schema
 
 SCHEMA = """
