@@ -70,6 +70,21 @@ MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25
 HUGE_PAGE = 1 << 21
 
 
+def _find_madvise() -> Callable[[int, int, int], int] | None:
+    """madvise(2) from the process's own C library, looked up once: the collapse calls it
+    once a huge page (`collapse_in_pieces`), ~1,000 times after a compaction at 1M."""
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError, TypeError):
+        return None
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    madvise.restype = ctypes.c_int
+    return madvise  # type: ignore[no-any-return]
+
+
+_MADVISE = _find_madvise()
+
+
 def heap_ranges(maps: str = "/proc/self/maps") -> list[tuple[int, int]]:
     """The whole 2 MiB pages of this process's private writable anonymous mappings (the
     heap: Python's arenas, malloc's, the indexes' arrays), as (start, length); none where
@@ -95,13 +110,11 @@ def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
     """madvise(2) each range with `advice`; the bytes it accepted. Advice only: a kernel
     without transparent huge pages or without the advice refuses it (EINVAL) and nothing
     changes, and a range unmapped meanwhile is refused (ENOMEM); either is skipped."""
-    if not ranges:
+    if not ranges or _MADVISE is None:
         return 0
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     accepted = 0
     for start, length in ranges:
-        if madvise(start, length, advice) == 0:
+        if _MADVISE(start, length, advice) == 0:
             accepted += length
     return accepted
 
