@@ -33,6 +33,7 @@ import binascii
 import functools
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _ascii  # type: ignore[attr-defined]
 from typing import Any
@@ -210,7 +211,7 @@ class _CursorReader:
     """The decoding of the cursors this module makes for one list (model, sort, key kinds):
     the head they start with, as bytes, and each sort key's kind in order."""
 
-    __slots__ = ("given", "head", "id_kind", "kinds", "width", "wanted")
+    __slots__ = ("floats", "given", "head", "id_kind", "kinds", "numbers", "width", "wanted")
 
     def __init__(self, model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str) -> None:
         self.head = _cursor_head(model, tuple(sort)).encode("ascii")
@@ -223,6 +224,13 @@ class _CursorReader:
         self.wanted = tuple(kinds[field] for field, _desc in sort)
         self.width = len(self.wanted)
         self.id_kind = id_kind
+        # the whole decoded text of a cursor we write for a list whose keys are numbers and
+        # whose id is an int (`_numbers`), or None for any other list
+        self.numbers: re.Pattern[bytes] | None = None
+        self.floats = tuple(kind == "f" for kind in self.wanted)
+        if id_kind == "i" and all(kind in "fi" for kind in self.wanted):
+            keys = b",".join(_FLOAT_TEXT if kind == "f" else _INT_TEXT for kind in self.wanted)
+            self.numbers = re.compile(re.escape(self.head) + keys + rb"\]," + _INT_TEXT + rb"\]")
 
     def read(self, text: str) -> tuple[tuple[Any, ...], Any] | None:
         """(keys, id) of a cursor made for this list, or None for any other text (the
@@ -233,6 +241,11 @@ class _CursorReader:
             return None
         try:
             raw = binascii.a2b_base64((text + "=" * (-len(text) % 4)).encode("ascii").translate(_FROM_URLSAFE))
+            numbers = self.numbers
+            if numbers is not None:
+                found = _numbers(numbers.fullmatch(raw), self.floats)
+                if found is not None:
+                    return found
             if not raw.startswith(self.head):
                 return None
             rest = "[[" + raw[len(self.head) :].decode("utf-8")
@@ -254,6 +267,44 @@ class _CursorReader:
         if checked_id is _BAD:
             return None
         return tuple(decoded), checked_id
+
+
+# A JSON int, and a JSON float as `float.__repr__` writes a finite one (a fraction or an
+# exponent: never an int's text, so `float()` of it is the very float json's scanner makes of
+# it, -0.0 included), as bytes (RFC 8259 §6: no leading zeros, no `+`, digits on both sides
+# of the point)
+_INT_TEXT = rb"(-?(?:0|[1-9][0-9]*))"
+_FLOAT_TEXT = rb"(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][-+]?[0-9]+)?|[eE][-+]?[0-9]+))"
+
+
+def _numbers(match: re.Match[bytes] | None, floats: tuple[bool, ...]) -> tuple[tuple[Any, ...], Any] | None:
+    """(keys, id) of a cursor `_CursorReader.numbers` matched whole, read straight from its
+    number texts, where the JSON scanner made a list of lists of them and each was checked
+    by `_key` (a -score cursor page's decode, bench/README.md wt-score5); or None when it
+    did not match, or a float is not finite or an int past 64 bits, which the reader's
+    other path then takes (and refuses) as before. One float key (a -score page) is read
+    without the loop, id order (no keys) passes it untaken."""
+    if match is None:
+        return None
+    texts = match.groups()
+    id_ = int(texts[-1])
+    if not _INT_LOW <= id_ <= _INT_HIGH:
+        return None
+    if floats == _ONE_FLOAT:
+        key = float(texts[0])
+        if key - key != 0.0:  # inf - inf and NaN - NaN are NaN: not finite
+            return None
+        return (key,), id_
+    keys = []
+    for text, is_float in zip(texts, floats):
+        key = float(text) if is_float else int(text)
+        if (key - key != 0.0) if is_float else not _INT_LOW <= key <= _INT_HIGH:
+            return None
+        keys.append(key)
+    return tuple(keys), id_
+
+
+_ONE_FLOAT = (True,)
 
 
 # (model, sort, id kind) -> its reader; a schema declares finitely many models and sorts,
