@@ -66,7 +66,7 @@ class Expander:
         self.capacity = capacity
         # (epoch, model, as_of) -> every model's watermark then (rule 4), for past watermarks
         self._moments: OrderedDict[tuple[str, str, int], dict[str, int]] = OrderedDict()
-        # (model, Query.expand) -> its steps: the parsed queries are few (readcache.py)
+        # (model, Query.expand) -> its steps: the parsed queries are few (parsedlists.py)
         self._plans: OrderedDict[tuple[str, tuple[tuple[str, str | None], ...]], list[Step]] = OrderedDict()
         # (referenced model, field, projection) -> (the model's tick, id -> the entry's text): rule 6
         self._kept: dict[tuple[str, str, str | None], tuple[int, dict[Any, bytes | None]]] = {}

@@ -364,7 +364,7 @@ def link_prefix(path: str, pairs: Sequence[tuple[str, str]]) -> str:
     """What comes before the cursor in the RFC 8288 `Link` value of a list's next page: the
     request's own path and parameters, `offset` and `cursor` left out. A cursor is
     base64url, which percent-encoding leaves as it is, so this depends on the request alone
-    and readcache.py's `ParsedQueries` keeps it per distinct list (quoting it on every page
+    and parsedlists.py's `ParsedQueries` keeps it per distinct list (quoting it on every page
     was a quarter of a list's CPU)."""
     kept = urlencode([(k, v) for k, v in pairs if k not in ("offset", "cursor")], quote_via=quote)
     return f"<{quote(path)}?{kept}{'&' if kept else ''}cursor="
@@ -378,7 +378,7 @@ def next_link(prefix: str, cursor: str) -> str:
 class NextLinks:
     """The `Link` values of one list's next pages, each made from the page's last record.
 
-    Made once per distinct list (readcache.py `ParsedQueries.link_after` keeps it): the text
+    Made once per distinct list (parsedlists.py `ParsedQueries.link_after` keeps it): the text
     before the cursor (`link_prefix`), the cursor's head (`_cursor_head`) and the index key
     function of each sort field are found here once, so a page with a next one costs the
     keys of one record and one base64 (bench/README.md, "A page of 20 made afresh"). The

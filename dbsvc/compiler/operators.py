@@ -197,7 +197,7 @@ def build_decode_cursor(schema: Schema, model: Model) -> Stmts:
     built once, so a cursor page builds no dict and `decode_cursor` knows its reader's kinds
     by identity, not by comparing dicts (bench/README.md, wt-tidy8, session 23).
     The list parser calls it after its loop; the app's parsed lists call it alone for a
-    cursor page of a list already parsed (readcache.py `ParsedQueries`)."""
+    cursor page of a list already parsed (parsedlists.py `ParsedQueries`)."""
     kinds_name = per_model("cursor_kinds", model)
     kinds = dict_([(const(f.name), const(_KINDS.get(f.type, "s"))) for f in model.fields if f.sortable])
     id_kind = _KINDS.get(model.id_field.type, "s")
