@@ -181,8 +181,9 @@ class Handoff:
             return self._in_hand
 
     def drain(self, timeout: float) -> None:
-        """Wait until every group handed over was applied and is durable (G3 without
-        `pipelined`: a group not full), then raise the error of one that failed."""
+        """Wait until every group handed over was applied, and a group that was not full
+        also durable (G3: a full group is `pipelined`, its fsync awaited by the next
+        group's apply), then raise the error of one that failed."""
         with self._changed:
             if not self._changed.wait_for(lambda: self._in_hand == 0, timeout):
                 raise TimeoutError(f"the loop applied no group for {timeout:.0f} s")
