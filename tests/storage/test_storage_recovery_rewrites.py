@@ -37,7 +37,7 @@ from support.recovery_kit import (
     segment_of,
     snapshot_of,
 )
-from support.storage import BLOG, open_store, post, run, user
+from support.storage import BLOG, post, run, user
 from support.tree import dir_image
 
 # -- needs_compaction: the rule's edges ------------------------------------------------------
@@ -196,9 +196,9 @@ FLAGGED = _module(
 
 
 @pytest.fixture
-def split(compacted) -> str:
+def split(compacted, stores) -> str:
     """Users 1-5 in the snapshot, then a rename of 2 and an insert of 7 in the log."""
-    s = open_store(compacted)
+    s = stores(compacted)
     run(s.replace("User", 2, user(2, name="two")))
     run(s.insert("User", user(7)))
     s.close()
