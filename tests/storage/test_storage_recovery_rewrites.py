@@ -37,7 +37,7 @@ from support.recovery_kit import (
     segment_of,
     snapshot_of,
 )
-from support.storage import BLOG, post, run, user
+from support.storage import BLOG, open_store, post, run, user
 from support.tree import dir_image
 
 # -- needs_compaction: the rule's edges ------------------------------------------------------
@@ -196,12 +196,15 @@ FLAGGED = _module(
 
 
 @pytest.fixture
-def split(compacted, stores) -> str:
-    """Users 1-5 in the snapshot, then a rename of 2 and an insert of 7 in the log."""
-    s = stores(compacted)
-    run(s.replace("User", 2, user(2, name="two")))
-    run(s.insert("User", user(7)))
-    s.close()
+def split(compacted) -> str:
+    """Users 1-5 in the snapshot, then a rename of 2 and an insert of 7 in the log (closed
+    written or not, and not kept, as `history` is)."""
+    s = open_store(compacted)
+    try:
+        run(s.replace("User", 2, user(2, name="two")))
+        run(s.insert("User", user(7)))
+    finally:
+        s.close()
     return compacted
 
 
