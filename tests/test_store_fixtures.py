@@ -12,16 +12,10 @@ below, the case the fixture is for.
 
 from __future__ import annotations
 
-import gc
 import os
 import subprocess
 import sys
-import weakref
 from pathlib import Path
-
-from dbsvc.storage.tenants import create_tenant
-from support.storage import open_store
-from support.store_fixtures import release
 
 TESTS = Path(__file__).resolve().parent
 
@@ -86,20 +80,3 @@ def test_a_store_closed_on_its_tests_last_line_is_left_open_by_a_failure(tmp_pat
     done = run_inner(tmp_path, "open_store")
     assert "2 failed" in done.stdout, done.stdout
     assert "TenantLocked" in done.stdout
-
-
-def test_stores_closed_and_frozen_by_a_later_open_are_let_go(tmp_path):
-    # The second open freezes the heap (recovery.py) while the fixture's list holds the first
-    # store: no collection looks at it after that, closed or not (before: every reopening
-    # test of tests/storage left its stores in the worker for good). `release` is the
-    # fixture's teardown after its closes.
-    tenant = create_tenant(str(tmp_path / "data"), "t")
-    opened = [open_store(tenant)]
-    opened[0].close()
-    opened.append(open_store(tenant))
-    first = weakref.ref(opened[0])
-    opened[-1].close()
-    gc.collect()
-    assert first() is not None  # frozen with the second open: a collection does not take it
-    release(opened)
-    assert first() is None and opened == []

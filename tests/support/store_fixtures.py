@@ -7,14 +7,10 @@ or failed. A test that closed its store as its last line left it open
 and the next test in the worker ran beside it; a test that never closed it left it to the
 garbage collector. A test may still close a store itself, to reopen its tenant or to look at
 its files: a second close of a closed store does nothing (storage/store.py `close`).
-After the closes, the stores are let go (`release`): one frozen with the heap by a later
-open in its test is unfrozen and collected, so no store outlives its test.
 """
 
 from __future__ import annotations
 
-import gc
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,20 +36,3 @@ def stores() -> Iterator[Any]:
     yield open_
     for store in reversed(opened):
         store.close()
-    release(opened)
-
-
-def release(opened: list[Any]) -> None:
-    """Let the closed stores go. Closing leaves a store's cycles (its commit queue) to the
-    collector; a store that was alive when another open or a compaction froze the heap
-    (recovery.py, compactor.py: gc.freeze) sits in the permanent generation, which no
-    collection looks at, for the rest of the worker's life: a test that reopened its
-    tenant, or loaded it beside its store (the recovery tests), left every store of it
-    there. So: collect, and if one of them is still alive, it is frozen: unfreeze and
-    collect again (a full collection, paid only by those tests)."""
-    gone = [weakref.ref(store) for store in opened]
-    opened.clear()
-    gc.collect()
-    if any(ref() is not None for ref in gone):
-        gc.unfreeze()
-        gc.collect()
