@@ -147,20 +147,14 @@ def sort_text(sort: Sequence[tuple[str, bool]]) -> str:
 
 
 def encode_cursor(model: str, sort: Sequence[tuple[str, bool]], keys: Sequence[Any], id_: Any) -> str:
-    """The opaque `cursor` of the page that ends on the record with these sort keys and id.
-
-    Every list page with a next one makes a cursor, so it is assembled here without
-    `json.dumps` (which was a tenth of a list page's CPU, bench/README.md "A page of 20
-    records"): the part before the keys is made once per model and sort (`_cursor_head`),
-    each key and the id are written as `json.dumps` writes them (`_json_key`), and the
-    text is the very bytes `json.dumps(..., separators=(",", ":"))` gives (a test holds
-    the two to each other)."""
-    return _cursor_after(_cursor_head(model, tuple(sort)), keys, id_)
-
-
-def _cursor_after(head: str, keys: Iterable[Any], id_: Any) -> str:
-    """The cursor text after `head` (`_cursor_head`): the keys and the id, base64url."""
-    text = head + ",".join(map(_json_key, keys)) + "]," + _json_key(id_) + "]"
+    """The opaque `cursor` of the page that ends on the record with these sort keys and id:
+    base64url, unpadded, of `["c1",MODEL,SORT,[KEY,...],ID]` exactly as json.dumps writes it
+    with separators `,` and `:`, from the parts `NextLinks` uses (`_cursor_head`, `_json_key`).
+    A served page's `Link` is `NextLinks.after`'s, made from the page's last record; this is
+    for cursors with keys and no record (the tests' and benches', a wrong key or another
+    model's among them) and is the text `NextLinks` is held to (tests/app/test_cursor_head.py).
+    Off the served path: one plain composition."""
+    text = _cursor_head(model, tuple(sort)) + ",".join(map(_json_key, keys)) + "]," + _json_key(id_) + "]"
     return binascii.b2a_base64(text.encode("ascii"), newline=False).translate(_URLSAFE).rstrip(b"=").decode("ascii")
 
 

@@ -110,6 +110,30 @@ class Responder(asyncio.Protocol):
         """The protocol reader this connection runs (fast path or h11; the first may hand over)."""
         return self._wire
 
+    # What a test of rules 1, 2, 7 and 9 asks of a connection it steps on the server's loop
+    # (tests/http/test_http_conn_lifecycle.py), read-only: the connection's own names for
+    # its state, so a rename inside it is not a test's concern.
+
+    @property
+    def transport(self) -> Any:
+        """The asyncio transport once accepted (None before): whether it reads, is closing, its socket."""
+        return self._transport
+
+    @property
+    def parked(self) -> bytes:
+        """The bytes read but not yet fed to the parser (rules 1 and 2), copied."""
+        return bytes(self._unfed)
+
+    @property
+    def buffered_out(self) -> int:
+        """Bytes of answers not yet passed to the kernel: held in the outbox or the transport's write buffer (rule 9)."""
+        return self._out.buffered
+
+    @property
+    def saw_eof(self) -> bool:
+        """Whether the client's end of input (its half-close) has arrived (rule 7)."""
+        return self._eof
+
     # -- called by the server ---------------------------------------------------------
 
     def on_deadline(self) -> None:

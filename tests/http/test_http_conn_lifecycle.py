@@ -101,11 +101,7 @@ class Served(InProcessServer):
 
         def find() -> list[HttpConnection]:
             assert self.hub is not None
-            return [
-                c
-                for c in self.hub.connections
-                if c._transport is not None and c._transport.get_extra_info("peername")[1] == port
-            ]
+            return [c for c in self.hub.connections if c.peer is not None and c.peer[1] == port]
 
         deadline = time.monotonic() + WAIT
         while not (found := self.call(find)):
@@ -127,7 +123,7 @@ def wait_until(predicate: Callable[[], object], what: str, timeout: float = WAIT
 
 def unread_by_server(conn: HttpConnection) -> int:
     """Bytes the client sent that still wait in the kernel for the server to read them."""
-    fd = conn._transport.get_extra_info("socket").fileno()
+    fd = conn.transport.get_extra_info("socket").fileno()
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
@@ -196,15 +192,15 @@ def test_rule_1_input_is_parked_and_reading_paused_while_the_app_works(serve):
         wait_until(lambda: len(served.lab.held) == round_, "the app to hold the request")
         follow = get(f"/echo?after={round_}")
         client.send(follow)
-        wait_until(lambda: served.call(lambda: bool(conn._unfed)), "the server to park the next request")
-        parked, reading = served.call(lambda: (bytes(conn._unfed), conn._transport.is_reading()))
+        wait_until(lambda: served.call(lambda: bool(conn.parked)), "the server to park the next request")
+        parked, reading = served.call(lambda: (conn.parked, conn.transport.is_reading()))
         assert parked == follow  # not parsed yet: the app has the first one
         assert reading is False  # and nothing more is read meanwhile
         served.call(lambda: served.lab.held[-1].set_result(None))
         assert client.read_response().json() == {"held": f"/hold?round={round_}"}
         assert client.read_response().json()["query"] == [["after", str(round_)]]
-        wait_until(lambda: served.call(lambda: conn._transport.is_reading()), "reading to resume")
-        assert served.call(lambda: bytes(conn._unfed)) == b""
+        wait_until(lambda: served.call(lambda: conn.transport.is_reading()), "reading to resume")
+        assert served.call(lambda: conn.parked) == b""
     assert client.request("GET", "/echo?last=1").status == 200
     client.close()
 
@@ -220,22 +216,22 @@ def test_rule_1_a_client_that_does_not_read_holds_one_response_not_all(serve):
     client.send(b"".join(get(f"/big?n={size}&i={i}") for i in range(count)))
     bound = 4 * size  # one answer, the mark, one held batch
     wait_until(
-        lambda: served.call(lambda: conn._out.paused or conn._out.buffered > bound),
+        lambda: served.call(lambda: conn.writing_paused or conn.buffered_out > bound),
         "the transport to ask the server to stop writing",
     )
-    assert served.call(lambda: conn._out.paused) is True
-    assert served.call(lambda: conn._out.buffered) <= bound
+    assert served.call(lambda: conn.writing_paused) is True
+    assert served.call(lambda: conn.buffered_out) <= bound
     more = get("/echo?after=big")
     client.send(more)
-    wait_until(lambda: served.call(lambda: bool(conn._unfed)), "the server to park the request")
-    assert served.call(lambda: (bytes(conn._unfed), conn._transport.is_reading())) == (more, False)
-    assert served.call(lambda: conn._out.buffered) <= bound
+    wait_until(lambda: served.call(lambda: bool(conn.parked)), "the server to park the request")
+    assert served.call(lambda: (conn.parked, conn.transport.is_reading())) == (more, False)
+    assert served.call(lambda: conn.buffered_out) <= bound
     for i in range(count):
         response = client.read_response()
         assert response.status == 200 and len(response.body) == size, i
     assert client.read_response().json()["query"] == [["after", "big"]]
-    wait_until(lambda: served.call(lambda: conn._transport.is_reading()), "reading to resume")
-    assert served.call(lambda: not conn._out.paused and not conn._unfed)
+    wait_until(lambda: served.call(lambda: conn.transport.is_reading()), "reading to resume")
+    assert served.call(lambda: not conn.writing_paused and not conn.parked)
     client.close()
 
 
@@ -250,7 +246,7 @@ def test_rule_7_a_client_that_half_closes_after_its_request_still_gets_the_answe
     client.send(get("/hold?half=1"))
     wait_until(lambda: len(served.lab.held) == 1, "the app to hold the request")
     client.sock.shutdown(socket.SHUT_WR)  # "that was all": the EOF comes while the app works
-    wait_until(lambda: served.call(lambda: conn._eof or conn._transport.is_closing()), "the server to see the EOF")
+    wait_until(lambda: served.call(lambda: conn.saw_eof or conn.transport.is_closing()), "the server to see the EOF")
     served.call(lambda: served.lab.held[0].set_result(None))
     assert client.read_response().json() == {"held": "/hold?half=1"}
     assert client.is_closed(WAIT)  # then the server closes too
@@ -283,7 +279,7 @@ def test_rule_7_a_lingering_connection_discards_input_and_ends_at_the_clients_eo
     junk = b"j" * (300 << 10)
     client.send(junk)  # the refused body still comes: discarded
     wait_until(lambda: served.call(lambda: unread_by_server(conn) == 0), "the server to read the junk")
-    assert served.call(lambda: (conn.phase, bytes(conn._unfed))) == (Phase.LINGER, b"")
+    assert served.call(lambda: (conn.phase, conn.parked)) == (Phase.LINGER, b"")
     client.sock.shutdown(socket.SHUT_WR)
     wait_until(lambda: served.call(lambda: conn not in served.hub.connections), "the server to close at the EOF")
     client.close()
@@ -447,7 +443,7 @@ def test_rule_12_requests_parked_behind_an_answer_cut_short_by_an_abort_never_re
     wait_until(lambda: len(lab.held) == 1, "the app to hold the request")
     parked = b"".join(get(f"/echo?i={i}") for i in range(3 * PIPELINE_BUDGET))
     client.send(parked)
-    wait_until(lambda: served.call(lambda: bytes(conn._unfed)) == parked, "the server to park the requests")
+    wait_until(lambda: served.call(lambda: conn.parked) == parked, "the server to park the requests")
     served.call(lambda: (lab.held[0].set_result(None), conn.abort()))
     wait_until(lambda: served.call(lambda: conn not in served.hub.connections), "the server to forget it")
     seen = served.call(lambda: list(lab.seen))  # after the turn the connection yielded to

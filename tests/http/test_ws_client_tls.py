@@ -153,7 +153,7 @@ def test_messages_in_several_tls_records_that_have_arrived_are_all_read_with_no_
         tls_server.send(raw)
         got = [ws.receive(timeout=0) for _ in range(4)]
         assert got == [large, b"b", b"c", None]
-        assert ws._sock.pending() == 0  # nothing decrypted is left where select cannot see it
+        assert ws.sock.pending() == 0  # nothing decrypted is left where select cannot see it
 
 
 def test_a_tls_connection_ended_without_a_close_frame_is_reported_as_1006(tls_server):

@@ -41,7 +41,8 @@ def scratch(tmp_path):
 @pytest.fixture
 def history(tenant) -> str:
     """Offsets 1-6 insert users 1-6, 7 renames user 3, 8 deletes user 6 (the highest id),
-    9 inserts post 1."""
+    9 inserts post 1. Closed here, written or not, and not kept: the test's own open or
+    load collects it (a store kept, as `stores` keeps its list, would be frozen with it)."""
     s = open_store(tenant)
 
     async def go():
@@ -51,8 +52,10 @@ def history(tenant) -> str:
         await s.delete("User", 6)
         await s.insert("BlogPost", post(1))
 
-    run(go())
-    s.close()
+    try:
+        run(go())
+    finally:
+        s.close()
     return tenant
 
 

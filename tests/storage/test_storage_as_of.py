@@ -57,7 +57,8 @@ class AsOfMachine(RuleBasedStateMachine):
         self.history: list[dict] = [{}]  # history[n]: the state after n rows of this epoch
 
     def teardown(self):
-        self.store.close()
+        if hasattr(self, "store"):  # none when an open after `_close` failed
+            self._close()  # the machine may outlive this (the next example's open)
         shutil.rmtree(self.data, ignore_errors=True)
 
     @property
@@ -94,15 +95,21 @@ class AsOfMachine(RuleBasedStateMachine):
         del state[i]
         self._push(state)
 
+    def _close(self) -> None:
+        """Closed and dropped before the next open or compaction: each freezes what is alive
+        (recovery.py gc.freeze), and a store frozen there outlives its test in the worker."""
+        self.store.close()
+        del self.store
+
     @rule()
     def reopen(self):
-        self.store.close()
+        self._close()
         self.store = open_store(self.tenant, sync="off")
 
     @precondition(lambda self: len(self.history) > 1)
     @rule()
     def compact(self):
-        self.store.close()
+        self._close()
         compact_tenant(self.data, "t")
         self.store = open_store(self.tenant, sync="off")
         ids = sorted(self.live)

@@ -197,11 +197,14 @@ FLAGGED = _module(
 
 @pytest.fixture
 def split(compacted) -> str:
-    """Users 1-5 in the snapshot, then a rename of 2 and an insert of 7 in the log."""
+    """Users 1-5 in the snapshot, then a rename of 2 and an insert of 7 in the log (closed
+    written or not, and not kept, as `history` is)."""
     s = open_store(compacted)
-    run(s.replace("User", 2, user(2, name="two")))
-    run(s.insert("User", user(7)))
-    s.close()
+    try:
+        run(s.replace("User", 2, user(2, name="two")))
+        run(s.insert("User", user(7)))
+    finally:
+        s.close()
     return compacted
 
 

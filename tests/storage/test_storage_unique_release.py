@@ -118,7 +118,7 @@ class Tenant:
         if when == "live":
             return
         epoch = self.store.epoch
-        self.store.close()
+        self.drop()
         if when == "compaction":
             compact_tenant(self.data, "t")
         self.store = self.open()
@@ -151,8 +151,15 @@ class Tenant:
             return False
         return True
 
-    def close(self) -> None:
+    def drop(self) -> None:
+        """Close the store and let go of it before the next open or compaction: each freezes
+        what is alive (recovery.py gc.freeze), and a store frozen there outlives its test."""
         self.store.close()
+        del self.store
+
+    def close(self) -> None:
+        if hasattr(self, "store"):  # none when an open after `drop` failed
+            self.store.close()
 
 
 @pytest.fixture(params=CASES, ids=lambda c: f"{c.model}.{c.field}")
@@ -240,7 +247,7 @@ def test_a_write_lost_to_an_fsync_error_leaves_every_value_as_it_was(tenant, mon
     holder = tenant.insert(held)
     bystander = tenant.insert(tenant.case.value("by"))
     # The next fsync of a reopened store fails: the write under test is its first.
-    tenant.store.close()
+    tenant.drop()
     monkeypatch.setenv("DBSVC_FAULT", "fsync:1:EIO")
     tenant.store = tenant.open()
     monkeypatch.delenv("DBSVC_FAULT")

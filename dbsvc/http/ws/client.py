@@ -190,6 +190,12 @@ class ClientWebSocket:
     def __enter__(self) -> ClientWebSocket:
         return self
 
+    @property
+    def sock(self) -> socket.socket:
+        """The connected socket (an `ssl.SSLSocket` for wss): its address, or what its TLS
+        layer decrypted and holds where `select` cannot see it (`pending()`, rule C3)."""
+        return self._sock
+
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
