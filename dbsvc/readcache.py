@@ -83,6 +83,11 @@ class EncodedRecords:
         entries[key] = (record, data)
         return data
 
+    def kept_ids(self, model: CompiledModel) -> list[Any]:
+        """The ids of `model` whose JSON is kept, oldest first: what a test or an operator's
+        probe can ask of the cache without reading its entries."""
+        return list(self._entries[model.name])
+
     def admits(self, model: CompiledModel, key: Any) -> bool:
         """Whether `model`'s full cache keeps the record of id `key` missed now: only on its
         second miss among the last `capacity` missed while full (a set of ids per model,

@@ -165,15 +165,10 @@ def test_the_scanner_finds_a_reach_for_another_modules_private_state():
 
 # Test files that still read private state of a dbsvc object: file -> {name: why}. Shrinks only.
 TESTS_READING_STATE: dict[str, dict[str, str]] = {
-    "tests/app/test_app_encoded_records.py": {
-        "_entries": "wants `EncodedRecords.kept_ids(model)`, the ids whose encodings are kept, oldest"
-        " first (readcache.py is another slice's: at 597 of 600 lines, it may be split first)"
-    },
-    "tests/storage/test_storage_record_json.py": {"_entries": "the same `EncodedRecords.kept_ids(model)`"},
     "tests/realtime/test_realtime_broker.py": {
         "_queue": "one queued frame sent by hand, as a transport would: the pump sends both small"
         " frames in one batch, so no public call leaves the second queued"
-    },
+    }
 }
 NOT_STATE = frozenset({"_fields"})  # a named tuple's own API, not state
 REACH = re.compile(r"(?<!\bself)(?<!\bcls)\.(_[A-Za-z]\w*)")  # `.name` after anything but self or cls

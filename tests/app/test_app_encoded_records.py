@@ -96,10 +96,10 @@ def test_an_encoding_over_the_largest_is_not_kept_nor_its_record():
     cache.encode(USER, small)
     first = cache.encode(USER, big)
     assert json.loads(first) == big and cache.encode(USER, big) is not first  # encoded each time
-    assert cache._entries["User"].keys() == {1}  # no entry holds the big dict
+    assert cache.kept_ids(USER) == [1]  # no entry holds the big dict
     grown = user(1, "y" * 300)  # a record that grew past it
     cache.encode(USER, grown)
-    assert cache._entries["User"] == {} and json.loads(cache.encode(USER, grown)) == grown
+    assert cache.kept_ids(USER) == [] and json.loads(cache.encode(USER, grown)) == grown
 
 
 def test_a_second_page_with_a_record_not_kept_is_not_kept_either():

@@ -227,7 +227,7 @@ def test_a_texts_page_of_kept_records_is_their_kept_json_found_with_their_dicts(
     again = store.list_page("BlogPost", query, True)[0]
     assert all(a is b for a, b in zip(again[:-1], page[:-1])) and again[-1].text is page[-1].text
     assert encoded.encode_page(POST, again, texts=True) == body
-    assert encoded.refused == 0 and not encoded._entries["BlogPost"]  # nothing asked or kept there
+    assert encoded.refused == 0 and not encoded.kept_ids(POST)  # nothing asked or kept there
     mixed = store.list_page("BlogPost", Query(limit=6, offset=k), True)[0]  # one refused, five kept
     assert all(type(r) is bytes for r in mixed[:-1]) and mixed[1:-1] == again[:-1]
     assert mixed[1] is again[0]  # the kept bytes, beside a record cut and dropped
