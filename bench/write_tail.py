@@ -1,7 +1,7 @@
 """The service bench's alone PATCH run with the tenant's compaction inside it, phase by phase
 (issue 36 item 3's write tail).
 
-    python bench/write_tail.py [--code DIR] [--duration 8] [--huge-pages off]
+    python bench/write_tail.py [--code DIR] [--duration 8] [--huge-pages off] [--strace]
 
 Why: `service_bench.py --only post,put,patch --write-schemas peers` grows its 20,000-post
 peers tenant by POST (to ~83,000 live posts) and PUT until the size rule (64 MiB of log)
@@ -22,6 +22,17 @@ answers over 20 ms and the longest (with group commit, answers come in bursts on
 apart: a gap is a fsync or a stall), the group fsyncs (count, p50, over 15 ms, longest),
 late loop ticks and probe wakes, collections over 3 ms, and the collapse's pieces (count,
 wall p50 / longest, thread CPU longest).
+
+`--strace` (strace installed, run as root or with ptrace allowed): for the PATCH run, strace
+(`-T`) is attached to every thread of the server but the loop's, tracing fsync and
+fdatasync, and each phase's line adds `syscall`: the group fsyncs' time inside the kernel
+(strace's `<seconds>`, the fsync thread's: count, p50, over 15 ms, longest), the steps' own
+fsyncs, the group fsyncs that ran beside a step's fsync, and "marks past the call": each
+group fsync's mark (the wall of `os.fsync` in Python) less the call inside it, the wait for
+the GIL and the core after the kernel returned. That tells the disk from the process's own
+threads (bench/README.md, wt-tail6). The loop's thread is left alone: stopping on each of its
+socket calls would be the run. (strace stops the traced threads at each of their system
+calls, futex waits included: the fsync thread is slower by a few tens of microseconds a call.)
 """
 
 from __future__ import annotations
@@ -29,9 +40,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -59,6 +74,75 @@ end
 """
 
 
+SLACK = 0.0005  # seconds: a traced call is inside a mark when within this of its ends
+SYSCALL = re.compile(r"^(\d+)\s+(\d+\.\d+) (fsync|fdatasync)\((\d+)\)\s+= (-?\d+).*<(\d+\.\d+)>$")
+
+
+class Tracer:
+    """strace (`-T`, fsync and fdatasync only) on every thread of `pid` but its first (the
+    loop's), one strace a thread, each writing `out.<tid>`; a watcher thread attaches to the
+    threads born during the run (asyncio's executor threads that run the compaction's steps)
+    within POLL seconds of their birth. `--strace` only."""
+
+    POLL = 0.02
+
+    def __init__(self, pid: int, out: Path) -> None:
+        self.pid, self.out = pid, out
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.done = threading.Event()
+        self.attach()
+        time.sleep(0.5)  # the attach, before the run it is for
+        self.watcher = threading.Thread(target=self.watch, daemon=True)
+        self.watcher.start()
+
+    def attach(self) -> None:
+        for name in os.listdir(f"/proc/{self.pid}/task"):
+            tid = int(name)
+            if tid != self.pid and tid not in self.procs:
+                command = ["strace", "-qq", "-T", "-ttt", "-e", "trace=fsync,fdatasync", "-p", name]
+                self.procs[tid] = subprocess.Popen(
+                    [*command, "-o", f"{self.out}.{tid}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+
+    def watch(self) -> None:
+        deadline = time.monotonic() + 120  # bounded, whatever happens to the run
+        while not self.done.wait(self.POLL) and time.monotonic() < deadline:
+            try:
+                self.attach()
+            except FileNotFoundError:  # the server is gone
+                return
+
+    def stop(self) -> None:
+        self.done.set()
+        self.watcher.join(timeout=5)
+        for proc in self.procs.values():
+            proc.terminate()
+        for proc in self.procs.values():
+            proc.wait(timeout=10)
+
+
+def read_strace(out: Path, offset: float) -> Marks:
+    """The traced calls as marks on the perf_counter clock: ("sys.fsync", start, end, 0.0),
+    `offset` = time.time() - time.perf_counter() when read. The fsync thread is the thread
+    with the most calls (the compaction's steps fsync a few times a step)."""
+    calls: list[tuple[int, float, float]] = []  # (thread id, start, end)
+    for path in out.parent.glob(out.name + ".*"):
+        tid = int(path.suffix[1:])
+        for line in path.read_text().splitlines():
+            m = SYSCALL.match(f"{tid} {line.strip()}")
+            if m:
+                start = float(m.group(2)) - offset
+                calls.append((tid, start, start + float(m.group(6))))
+    if not calls:
+        return []
+    counts: dict[int, int] = {}
+    for tid, _a, _b in calls:
+        counts[tid] = counts.get(tid, 0) + 1
+    group = max(counts, key=lambda t: counts[t])
+    calls.sort(key=lambda c: c[1])
+    return [("sys.fsync" if tid == group else "sys.fsync.step", a, b, 0.0) for tid, a, b in calls]
+
+
 def phase(name: str, a: float, b: float, answers: list[float], marks: Marks) -> str:
     """One line of the report for the marks and answers between `a` and `b`."""
 
@@ -73,6 +157,7 @@ def phase(name: str, a: float, b: float, answers: list[float], marks: Marks) -> 
     fsyncs, late, gil = within("fsync"), within("late"), within("gil")
     collections = [m[2] - m[1] for m in marks if m[0].startswith("gc") and a <= m[1] < b]
     pieces = [(m[2] - m[1], m[3]) for m in marks if m[0] == "collapse.piece" and a <= m[1] < b]
+    traced, steps = within("sys.fsync"), within("sys.fsync.step")
     line = (
         f"  {name:15s} {(b - a) * 1e3:5.0f} ms {len(got) / max(b - a, 1e-9):5.0f}/s; gaps > 20 ms "
         f"{sum(g > 0.02 for g in gaps):3d}, longest {longest(gaps)}; group fsyncs {len(fsyncs)}, p50 "
@@ -80,6 +165,29 @@ def phase(name: str, a: float, b: float, answers: list[float], marks: Marks) -> 
         f"longest {longest(fsyncs)}; late ticks {len(late)} ({longest(late)}), wakes {len(gil)} ({longest(gil)}); "
         f"gc > 3 ms {sum(c > 0.003 for c in collections)} ({longest(collections)})"
     )
+    if traced or steps:
+        line += (
+            f"; syscall: group fsyncs {len(traced)}, p50 {statistics.median(traced) * 1e3 if traced else 0.0:.1f}, "
+            f"> 15 ms {sum(f > 0.015 for f in traced)}, longest "
+            f"{longest(traced)}; step fsyncs {len(steps)}, longest {longest(steps)}"
+        )
+        calls = [m for m in marks if m[0] == "sys.fsync" and a <= m[1] < b]
+        pieces_sys = [m for m in marks if m[0] == "sys.fsync.step" and a <= m[1] < b]
+        beside = [m[2] - m[1] for m in calls if any(p[1] < m[2] and m[1] < p[2] for p in pieces_sys)]
+        if beside:  # the group fsyncs in the kernel while a step's fsync was
+            line += f"; beside a step fsync {len(beside)}, p50 {statistics.median(beside) * 1e3:.1f}, longest {longest(beside)}"
+        # each group fsync's mark paired with the call inside it (the two clocks agree to well
+        # under SLACK): what the mark held past the call, the wait for the GIL and the core
+        groups = [m for m in marks if m[0] == "fsync" and a <= m[1] < b]
+        past = [
+            (g[2] - g[1]) - (c[2] - c[1])
+            for g in groups
+            for c in calls
+            if g[1] - SLACK <= c[1] and c[2] <= g[2] + SLACK
+        ]
+        line += (
+            f"; marks past the call ({len(past)} paired) > 5 ms {sum(p > 0.005 for p in past)}, longest {longest(past)}"
+        )
     if pieces:
         walls = sorted(p[0] for p in pieces)
         line += (
@@ -97,6 +205,7 @@ def main() -> None:
     parser.add_argument("--grow-to", type=int, default=64 * 2**20 - 3_000_000, help="log bytes after the PUTs")
     parser.add_argument("--duration", type=float, default=8.0, help="seconds of the PATCH run")
     parser.add_argument("--huge-pages", default="on", help="SERVICE_HUGE_PAGES (off: no collapse after the switch)")
+    parser.add_argument("--strace", action="store_true", help="time the fsyncs in the kernel too (strace -T)")
     args = parser.parse_args()
     code = args.code.resolve()
     schema = WRITE_SCHEMAS["peers"][0]
@@ -117,6 +226,7 @@ def main() -> None:
         patch = Path(str(script_for(work, "patch", args.records)))
         timed = work / "patch_answers.lua"
         timed.write_text(patch.read_text() + ANSWERS_LUA.replace("ANSWERS", str(answers_path)))
+        tracer = None
         try:
             for _ in range(120):  # bounded: at most 120 one-second runs each
                 rows = json.loads(urllib.request.urlopen(f"{url}/metrics").read())["rows_per_model"]
@@ -128,13 +238,19 @@ def main() -> None:
                     break
                 measure(proc, url, 1, 64, script=script_for(work, "put", args.records))
             print(f"{code.name}: {rows['BlogPost']} posts, log {log_file.stat().st_size} bytes before the PATCH run")
+            tracer = Tracer(proc.pid, work / "strace") if args.strace and shutil.which("strace") else None
+            offset = time.time() - time.perf_counter()
             low = time.perf_counter()
             run = measure(proc, url, args.duration, 64, script=str(timed))
             high = time.perf_counter()
         finally:
+            if tracer is not None:
+                tracer.stop()
             stop_server(proc)
+        traced = read_strace(work / "strace", offset) if args.strace else []
         marks = [tuple(m) for m in json.loads(marks_path.read_text())] if marks_path.exists() else []
         answers = sorted(float(line) for line in answers_path.read_text().split())
+    marks = marks + traced
     p50, p99 = run["p50_ms"], run["p99_ms"]
     print(
         f"  PATCH alone: {run['rps']:.0f} req/s, p50 {p50:.2f} / p99 {p99:.2f} ({p99 / p50:.1f}x) / max {run['max_ms']:.1f} ms"
