@@ -13,52 +13,24 @@ same)."""
 
 from __future__ import annotations
 
-import ctypes
-import mmap
-
 from dbsvc.storage import heap
 from dbsvc.storage.heap import HUGE_PAGE, collapse_in_pieces
+from support.heapkit import huge_mapping, noted_advice
 
 
 def test_each_collapse_call_asks_for_one_huge_page_and_is_followed_by_a_pause(monkeypatch):
-    asked: list[tuple[list[tuple[int, int]], int]] = []
-    advise = heap.advise_huge_pages
-
-    def noted(ranges: list[tuple[int, int]], advice: int) -> int:
-        asked.append((list(ranges), advice))
-        return advise(ranges, advice)
-
-    monkeypatch.setattr(heap, "advise_huge_pages", noted)
-    m = mmap.mmap(-1, 6 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
-        view = ctypes.c_char.from_buffer(m)
-        start = -(-ctypes.addressof(view) // HUGE_PAGE) * HUGE_PAGE
-        del view  # an exported buffer would keep the mapping from closing
+    asked = noted_advice(monkeypatch)
+    with huge_mapping(6 * HUGE_PAGE) as start:
         pauses: list[float] = []
         pieces = collapse_in_pieces([(start, 4 * HUGE_PAGE)], lambda s: pauses.append(s) is not None)
-    finally:
-        m.close()
     assert pieces == 4
     assert asked == [([(start + i * HUGE_PAGE, HUGE_PAGE)], heap.MADV_COLLAPSE) for i in range(4)]
     assert len(pauses) == 4
 
 
 def test_a_pause_that_answers_true_stops_the_collapse_after_one_huge_page(monkeypatch):
-    asked: list[list[tuple[int, int]]] = []
-    advise = heap.advise_huge_pages
-
-    def noted(ranges: list[tuple[int, int]], advice: int) -> int:
-        asked.append(list(ranges))
-        return advise(ranges, advice)
-
-    monkeypatch.setattr(heap, "advise_huge_pages", noted)
-    m = mmap.mmap(-1, 4 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
-        view = ctypes.c_char.from_buffer(m)
-        start = -(-ctypes.addressof(view) // HUGE_PAGE) * HUGE_PAGE
-        del view
+    asked = noted_advice(monkeypatch)
+    with huge_mapping(4 * HUGE_PAGE) as start:
         pieces = collapse_in_pieces([(start, 2 * HUGE_PAGE)], lambda _s: True)
-    finally:
-        m.close()
     assert pieces == 1
-    assert asked == [[(start, HUGE_PAGE)]]
+    assert asked == [([(start, HUGE_PAGE)], heap.MADV_COLLAPSE)]

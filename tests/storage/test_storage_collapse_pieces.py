@@ -11,35 +11,21 @@ still runs: a private anonymous mapping of this test's, advised for real."""
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import time
 
 from dbsvc.storage import heap
 from dbsvc.storage.heap import HUGE_PAGE, collapse_in_pieces
+from support.heapkit import huge_mapping, noted_advice
 
 
 def test_the_last_piece_is_what_is_left_and_each_pause_gets_its_pieces_time(monkeypatch):
     monkeypatch.setattr(heap, "COLLAPSE_BYTES", 2 * HUGE_PAGE)
-    asked: list[tuple[list[tuple[int, int]], int]] = []
-    advise = heap.advise_huge_pages
-
-    def noted(ranges: list[tuple[int, int]], advice: int) -> int:
-        asked.append((list(ranges), advice))
-        return advise(ranges, advice)
-
-    monkeypatch.setattr(heap, "advise_huge_pages", noted)
-    m = mmap.mmap(-1, 8 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
-        view = ctypes.c_char.from_buffer(m)
-        start = -(-ctypes.addressof(view) // HUGE_PAGE) * HUGE_PAGE
-        del view  # an exported buffer would keep the mapping from closing
+    asked = noted_advice(monkeypatch)
+    with huge_mapping(8 * HUGE_PAGE) as start:
         took: list[float] = []
         began = time.perf_counter()
         pieces = collapse_in_pieces([(start, 5 * HUGE_PAGE + 4096)], lambda s: took.append(s) is not None)
         whole = time.perf_counter() - began
-    finally:
-        m.close()
     huge = HUGE_PAGE
     assert pieces == 3
     assert asked == [

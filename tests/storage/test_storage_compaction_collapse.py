@@ -11,8 +11,6 @@ test_storage_compaction_pace.py, beside the other pauses' kills."""
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import mmap
 import os
 import threading
 import time
@@ -23,6 +21,7 @@ import pytest
 
 from dbsvc.storage import files, heap
 from dbsvc.storage.heap import HUGE_PAGE, collapse_in_pieces
+from support.heapkit import huge_mapping
 from support.storage import check_indexes, open_store, run, user
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -33,29 +32,17 @@ TINY = 32 * 1024  # the size rule's threshold: a compaction every few hundred wr
 DEADLINE = 60.0  # seconds any wait below may take on a loaded host
 
 
-def _mapping(size: int) -> tuple[mmap.mmap, int]:
-    """A private anonymous mapping of `size` bytes and the first huge-page boundary in it."""
-    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    view = ctypes.c_char.from_buffer(m)
-    address = ctypes.addressof(view)
-    del view  # an exported buffer would keep the mapping from closing
-    return m, -(-address // HUGE_PAGE) * HUGE_PAGE
-
-
 def test_a_range_is_collapsed_a_piece_at_a_time_with_a_pause_after_each(monkeypatch):
     """Five pieces' worth is collapsed in five calls, each followed by the pause with its
     wall time; a pause that answers True (a compaction starting, the store closing) stops
     it after that piece."""
     monkeypatch.setattr(heap, "COLLAPSE_BYTES", 2 * HUGE_PAGE)
-    m, start = _mapping(12 * HUGE_PAGE)
-    try:
+    with huge_mapping(12 * HUGE_PAGE) as start:
         ranges = [(start, 10 * HUGE_PAGE)]
         took: list[float] = []
         assert collapse_in_pieces(ranges, lambda seconds: took.append(seconds) is not None) == 5
         assert len(took) == 5 and all(t >= 0 for t in took)
         assert collapse_in_pieces(ranges, lambda _seconds: True) == 1
-    finally:
-        m.close()
 
 
 async def _replace_until(store, done, n: list[int]) -> None:

@@ -12,38 +12,23 @@ one) must answer 0 without calling anything (mutation testing, docs/mutation.md,
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from dbsvc.storage import heap
 from dbsvc.storage.heap import HUGE_PAGE, MADV_HUGEPAGE, advise_huge_pages
+from support.heapkit import huge_mapping
 
 MADV_NORMAL = 0  # madvise(2): no special treatment, accepted for any mapped, aligned range
-
-
-@contextmanager
-def mapped() -> Iterator[int]:
-    """A private anonymous mapping of two huge pages' size; its first (page-aligned) address."""
-    m = mmap.mmap(-1, 2 * HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    view = ctypes.c_char.from_buffer(m)
-    start = ctypes.addressof(view)
-    del view  # an exported buffer would keep the mapping from closing
-    try:
-        yield start
-    finally:
-        m.close()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise(2) of a Linux C library")
 def test_the_madvise_found_takes_a_64_bit_address_and_answers_the_kernels_int():
     madvise = heap._find_madvise()
     assert madvise is not None
-    with mapped() as start:
+    with huge_mapping(3 * HUGE_PAGE) as start:
         assert start > 2**32  # a mapping's address on a 64-bit Linux: no C int holds it
         assert madvise(start, mmap.PAGESIZE, MADV_NORMAL) == 0
         # A start that is not page-aligned is refused (EINVAL): -1, an int, not None.
@@ -52,7 +37,6 @@ def test_the_madvise_found_takes_a_64_bit_address_and_answers_the_kernels_int():
 
 def test_advise_huge_pages_without_a_madvise_answers_0_and_calls_nothing(monkeypatch):
     monkeypatch.setattr(heap, "_MADVISE", None)  # what `_find_madvise` answers on a C library without it
-    with mapped() as mapping:
-        start = -(-mapping // HUGE_PAGE) * HUGE_PAGE
+    with huge_mapping(3 * HUGE_PAGE) as start:
         assert advise_huge_pages([(start, HUGE_PAGE)], MADV_HUGEPAGE) == 0
     assert advise_huge_pages([], MADV_HUGEPAGE) == 0
