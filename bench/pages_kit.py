@@ -14,12 +14,15 @@ folder, further down the path, gives it.
 
 import gc
 import os
+import random
 import time
+from collections.abc import Callable
 
 from dbsvc.app import Application
 from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
+from dbsvc.operators import encode_cursor
 from dbsvc.realtime.broker import Broker
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store
@@ -44,3 +47,18 @@ def request(target: str) -> Request:
     """A GET of `target` as the connection hands it to the application."""
     path, pairs = split_target(target)
     return Request("GET", target, path, pairs, [])
+
+
+def filtered_cursor_targets(records: int) -> Callable[[], str]:
+    """The matrix's "cursor at random + filter" row in process: each call a target of an
+    author at random (1-1,000) and a cursor at one of 5,000 ids at random in 1..`records`,
+    seeded, so that two ways compared in one process ask the same pages (page_misses.py,
+    page_lookups.py, query_copies.py)."""
+    made = random.Random(36)
+    cursors = [encode_cursor("BlogPost", (), [], made.randint(1, records)) for _ in range(5000)]
+    rng = random.Random(7)
+
+    def target() -> str:
+        return f"/api/blog-post?author_id={rng.randint(1, 1000)}&limit=20&cursor={rng.choice(cursors)}"
+
+    return target

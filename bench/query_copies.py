@@ -18,7 +18,6 @@ ways. At the end: the records kept and refused, and the misses a page over the l
 """
 
 import os
-import random
 import sys
 import time
 from collections import deque
@@ -28,10 +27,9 @@ from operator import attrgetter
 
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
-from pages_kit import open_app, request  # noqa: E402
+from pages_kit import filtered_cursor_targets, open_app, request  # noqa: E402
 
 from dbsvc import parsedlists  # noqa: E402
-from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.runtime import Query  # noqa: E402
 from dbsvc.storage.bucketplan import bucket_operators  # noqa: E402
 from dbsvc.storage.idmap import pick  # noqa: E402
@@ -64,13 +62,7 @@ def main() -> None:
     app, store, opened = open_app(CODE, DATA)
     print(f"{CODE}: open {opened:.1f} s, load {os.getloadavg()[0]:.1f}", flush=True)
     model, table = app.models["blog-post"], store.table("BlogPost")
-    made = random.Random(36)
-    cursors = [encode_cursor("BlogPost", (), [], made.randint(1, RECORDS)) for _ in range(5000)]
-    rng = random.Random(7)
-
-    def target() -> str:
-        return f"/api/blog-post?author_id={rng.randint(1, 1000)}&limit=20&cursor={rng.choice(cursors)}"
-
+    target = filtered_cursor_targets(RECORDS)
     for _ in range(WARM):
         app(request(target()))
     ways = {"slot setters": slot_setters("cursor"), "draft": parsedlists.with_cursor}
