@@ -174,7 +174,9 @@ def run_matrix(args: argparse.Namespace) -> int:
         env["SERVICE_LIST_CACHE_BYTES"] = "0"  # every list made afresh (module docstring)
     proc, port, _log = start_dbsvc(env, timeout=900, code=code)
     opened_rss = rss_mb(proc.pid)
-    only = set(args.only_shapes.split(",")) if args.only_shapes else None
+    # the shapes' numbers or labels, comma-separated; the whole text is also one label, so a
+    # label holding a comma ("cursor at random, sort=-score") can be passed alone
+    only = set(args.only_shapes.split(",")) | {args.only_shapes} if args.only_shapes else None
     rows: list[tuple[str, dict]] = []
     try:
         url = f"http://127.0.0.1:{port}"

@@ -279,7 +279,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--data", type=Path, default=None, help="--matrix: keep the seeded posts here (default $TMPDIR/dbsvc-matrix-N)"
     )
-    parser.add_argument("--only-shapes", default="", help="--matrix: comma list of shape numbers or labels")
+    parser.add_argument(
+        "--only-shapes",
+        default="",
+        help="--matrix: comma list of shape numbers or labels (a label with a comma: alone)",
+    )
     parser.add_argument(
         "--fresh", action="store_true", help="--matrix: no kept list answers (SERVICE_LIST_CACHE_BYTES=0)"
     )
