@@ -6,7 +6,9 @@ session 26, wt-objform; the census in docs/decisions.md):
   layout filled with the array's cut values, no decode);
 - at a snapshot: the object turned back into the array for the rows line (the block's keys
   parse, `json.loads` of PIECE_ROWS joined texts, now gives dicts; the rows line is then
-  their values encoded, a piece at a time, in one C call each) against the block's parse now;
+  their values encoded, a piece at a time, in one C call each, or each row's values cut
+  out of its object by one match of the layout, as `record_json` cuts the other way)
+  against the block's parse now;
 - `unpack` (an index's keys on an update or a delete, a filter the indexes do not answer,
   an as_of state): the values out of the array (now) and out of the object.
 
@@ -22,6 +24,7 @@ us a record, and the whole table's seconds at 1,000,000 records.
 
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -64,6 +67,17 @@ def main() -> None:
             values = [list(d.values()) for d in parsed]
             compact_json(values).encode("utf-8", "surrogatepass")
 
+    value = rb'("[^"\\]*+(?:\\.[^"\\]*+)*+"|[^,"\[\]{}]++)'  # rows.py `_flat`'s value
+    keys = [re.escape(compact_json(f).encode("utf-8")) + b":" for f in fields]
+    whole = re.compile(rb"\{" + b",".join(k + value for k in keys) + rb"\}")
+    assert all(b"[" + b",".join(whole.fullmatch(o).groups()) + b"]" == a for o, a in zip(objects, arrays))  # type: ignore[union-attr]
+
+    def block_cut_objects() -> None:  # the rows line's texts cut out of the objects, flat values: one match each
+        for i in range(0, n, PIECE_ROWS):
+            piece = objects[i : i + PIECE_ROWS]
+            json.loads(b"[" + b",".join(piece) + b"]")
+            [b"[" + b",".join(m.groups()) + b"]" for m in map(whole.fullmatch, piece)]  # type: ignore[union-attr]
+
     def unpack_arrays() -> None:
         for s in arrays:
             SCAN(s.decode("utf-8", "surrogatepass"), 0)
@@ -76,6 +90,7 @@ def main() -> None:
         "array -> object (open)": to_objects,
         "block parse, arrays (snapshot now)": block_parse_arrays,
         "block parse, objects + rows line": block_parse_objects,
+        "block parse, objects + rows cut": block_cut_objects,
         "unpack, array": unpack_arrays,
         "unpack, object": unpack_objects,
     }
