@@ -8,7 +8,8 @@ session 26, wt-objform; the census in docs/decisions.md):
   parse, `json.loads` of PIECE_ROWS joined texts, now gives dicts; the rows line is then
   their values encoded, a piece at a time, in one C call each, or each row's values cut
   out of its object by one match of the layout, as `record_json` cuts the other way)
-  against the block's parse now;
+  against the block's parse now, and the parse of objects alone (a snapshot format whose
+  rows were objects: joined as they are);
 - `unpack` (an index's keys on an update or a delete, a filter the indexes do not answer,
   an as_of state): the values out of the array (now) and out of the object.
 
@@ -61,6 +62,10 @@ def main() -> None:
         for i in range(0, n, PIECE_ROWS):
             json.loads(b"[" + b",".join(arrays[i : i + PIECE_ROWS]) + b"]")
 
+    def block_parse_objects_only() -> None:  # a format of object rows: the keys parse alone
+        for i in range(0, n, PIECE_ROWS):
+            json.loads(b"[" + b",".join(objects[i : i + PIECE_ROWS]) + b"]")
+
     def block_parse_objects() -> None:  # the same parse of objects, the rows line made again
         for i in range(0, n, PIECE_ROWS):
             parsed = json.loads(b"[" + b",".join(objects[i : i + PIECE_ROWS]) + b"]")
@@ -89,6 +94,7 @@ def main() -> None:
     ways: dict[str, Any] = {
         "array -> object (open)": to_objects,
         "block parse, arrays (snapshot now)": block_parse_arrays,
+        "block parse, objects only": block_parse_objects_only,
         "block parse, objects + rows line": block_parse_objects,
         "block parse, objects + rows cut": block_cut_objects,
         "unpack, array": unpack_arrays,
