@@ -276,7 +276,7 @@ def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any], as
                 return
         elif isinstance(index, HashIndex) and ids[-1] < index.span:  # nothing to cover
             distinct = set(keys)
-            if len(distinct) == 1 and keys[0] == keys[0]:  # one key, equal to itself: every pair's
+            if len(distinct) == 1:  # one key (one object, or equal ones): the bucket `add` finds for each
                 groups = [list(ids)]
             elif len(distinct) <= FEW_KEYS:
                 groups = [list(compress(ids, map(eq, keys, repeat(key)))) for key in distinct]
