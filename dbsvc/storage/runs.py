@@ -283,7 +283,7 @@ def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any], as
             else:
                 groups = []
             if groups:
-                if sum(map(len, groups)) == len(ids):  # (a key unequal to itself goes one by one)
+                if sum(map(len, groups)) == len(ids):  # (a compress misses a key unequal to itself: one by one)
                     for key, group in zip(distinct, groups):
                         _add_bucket_run(index, key, group)
                     return
