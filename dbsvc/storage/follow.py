@@ -292,13 +292,18 @@ class _Group:
         parts = self.run_parts
         self.run_table, self.run_values, self.run_ids, self.run_parts = None, [], set(), []
         count = len(values)
-        events = self.events[len(self.events) - count :]
         if count == 1:
             table.insert(values[0])
         else:
             insert_table_run(table, values, *joined_parts(parts))
-        # Table.stamp_inserts, its versions set together (Versions.set_run).
-        table.versions.set_run(list(map(_ID, events)), list(map(_OFFSET, events)))
+        # Table.stamp_inserts, its versions set together (Versions.set_run): a run that came
+        # as one checked run (a catch-up's group) has its ids and offsets as lists already.
+        if parts is not None and len(parts) == 1:
+            ids, offsets = parts[0].ids, parts[0].offsets
+        else:
+            events = self.events[len(self.events) - count :]
+            ids, offsets = list(map(_ID, events)), list(map(_OFFSET, events))
+        table.versions.set_run(ids, offsets)
 
     def apply(
         self, table: Table, frame: bytes, event: ChangeEvent, kind: int, current: bytes | None, values: Any

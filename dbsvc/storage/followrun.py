@@ -240,8 +240,15 @@ def _in_place(
 
 
 def _whole_records(model: CompiledModel, records: list[dict], ids: list[Any]) -> bool:
-    """Each record holds exactly the model's fields, in order, and its row's id (rule 1)."""
-    return set(map(tuple, records)) == {model.fields} and list(map(dict.get, records, repeat(model.id_field))) == ids
+    """Each record holds exactly the model's fields, in order, and its row's id (rule 1).
+    Its keys are read a place at a time (the n-th key of every record, one tuple a field,
+    once every record holds as many keys as the model has fields), not a tuple a record."""
+    fields = model.fields
+    return (
+        set(map(len, records)) == {len(fields)}
+        and list(map(tuple.count, zip(*map(dict.keys, records)), fields)) == [len(records)] * len(fields)
+        and list(map(dict.get, records, repeat(model.id_field))) == ids
+    )
 
 
 def _events(
@@ -294,15 +301,17 @@ def _insert_run_of(
     model = table.model
     if not _whole_records(model, records, ids):
         return None
-    if not (ids[0] > top and all(map(lt, ids, ids[1:]))):  # new ids in order need no lookups
+    if ids[0] > top and all(map(lt, ids, ids[1:])):  # new ids in order need no lookups
+        tops = [top, *ids[:-1]]  # each row's max id before it: the row before's id
+    else:
         live = table.live
         if len(set(ids)) != len(ids) or not pending.isdisjoint(ids) or any(map(live.__contains__, ids)):
             return None
+        tops = list(accumulate(ids[:-1], max, initial=top))
     checked = _checked_values(model, records)
     if checked is None:
         return None
     events = _events(EventKind.INSERT, name, offsets, watermarks, ids, records, repeat(None))
-    tops = list(accumulate(ids[:-1], max, initial=top))
     return Run(events, checked[0], ids, tops, offsets, checked[1], checked[2])
 
 
@@ -336,7 +345,10 @@ def insert_group(
     primary's own text of its row and the run passes every check of `insert_run` (rule 1);
     else None, with nothing changed. `name` and `texts` come from `insert_texts`."""
     n = len(texts)
-    starts = list(map(add, map(str.find, texts, repeat(_RECORD)), repeat(len(_RECORD))))
+    finds = list(map(str.find, texts, repeat(_RECORD)))
+    if -1 in finds:  # every head must end at a "record" key (the heads' check below counts on it)
+        return None
+    starts = list(map(add, finds, repeat(len(_RECORD))))
     try:
         # A StopIteration from the scanner ends `map` early: fewer ends than texts, below.
         scanned = list(map(scan, texts, starts))
@@ -354,12 +366,18 @@ def insert_group(
         return None
     offsets = list(range(first, first + n))
     watermarks = list(range(watermark + 1, watermark + 1 + n))
-    # What a primary writes before the record of each row (events.py `ChangeEvent.frame`).
+    # What a primary writes before the record of each row (events.py `ChangeEvent.frame`),
+    # every row's formatted in one call and compared with the texts' own heads joined
+    # (rule 5: one string a group, not one a row). The joins are equal only when each
+    # text's head is its row's: each piece ends at the first `"record":` of its text and
+    # each expected head holds that key once, at its end (a model name's quotes are
+    # escaped), and no proper suffix of `"record":` begins it, so no occurrence spans
+    # two pieces; equal joins put the n-th occurrence at the same place, so every piece has
+    # its head's length and text.
     head = _INSERT[:-1] + compact_json(name).replace("%", "%%") + ',"offset":%d,"watermark":%d,"id":%d,' + _RECORD
-    heads = list(map(head.__mod__, zip(offsets, watermarks, ids)))
+    expected = (head * n) % tuple(chain.from_iterable(zip(offsets, watermarks, ids)))
     if (
-        list(map(len, heads)) != starts
-        or not all(map(str.startswith, texts, heads))
+        "".join(map(getitem, texts, map(slice, repeat(None), starts))) != expected
         or list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) != offsets
     ):
         return None

@@ -48,9 +48,11 @@ record: the run as one JSON array of arrays, cut at its "],[" (a record's own te
 "],[", a string or a nested list, makes more pieces than records: then `pack` of each).
 
 `add_hash_run` takes a run of ascending ids under a filter index's span (no widening of
-its flags: what `add` of each would do first) a key at a time for a few keys: a bucket
-of flags (`IdBits`) set in one C-level pass, a set updated, a list extended past its last
-id (its kept set dropped, as `add` drops it); a @unique filter's run of non-null keys
+its flags: what `add` of each would do first) a key at a time for a few keys (a run of
+one key, a follower's enum or bool column, takes all its ids with no pass to group them):
+a bucket of flags (`IdBits`) counted and set as one slice when the ids are a range (a
+follower's new rows), else in one C-level pass, a set updated, a list extended past its
+last id (its kept set dropped, as `add` drops it); a @unique filter's run of non-null keys
 has nothing to do (its `add` only covers the id). Anything else is `add` of each pair.
 
 This module is the indexes' own: it writes the sublists and lasts an index hands out
@@ -79,6 +81,7 @@ from dbsvc.storage.sortedlist import LOAD, SortedIndex
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 _INT = {int}
+_ONES = b"\x01"  # an IdBits flag set
 MERGE_AT = 8  # a sublist takes its pairs by one merge when they are at least an eighth of it
 
 
@@ -273,9 +276,14 @@ def add_hash_run(index: FilterIndex, keys: Sequence[Any], ids: Sequence[Any], as
                 return
         elif isinstance(index, HashIndex) and ids[-1] < index.span:  # nothing to cover
             distinct = set(keys)
-            if len(distinct) <= FEW_KEYS:
+            if len(distinct) == 1:  # one key (one object, or equal ones): the bucket `add` finds for each
+                groups = [list(ids)]
+            elif len(distinct) <= FEW_KEYS:
                 groups = [list(compress(ids, map(eq, keys, repeat(key)))) for key in distinct]
-                if sum(map(len, groups)) == len(ids):  # (a key unequal to itself goes one by one)
+            else:
+                groups = []
+            if groups:
+                if sum(map(len, groups)) == len(ids):  # (a compress misses a key unequal to itself: one by one)
                     for key, group in zip(distinct, groups):
                         _add_bucket_run(index, key, group)
                     return
@@ -294,8 +302,14 @@ def _add_bucket_run(index: HashIndex, key: Any, ids: list[int]) -> None:
     bucket = index.buckets.get(key)
     if isinstance(bucket, IdBits):
         flags = bucket.flags
-        held = sum(map(flags.__getitem__, ids))
-        deque(map(flags.__setitem__, ids, repeat(1)), 0)
+        first, last = ids[0], ids[-1]
+        if last - first + 1 == len(ids) and last < len(flags):
+            # A range of ids (a follower's new rows): its flags counted and set as one slice.
+            held = flags.count(1, first, last + 1)
+            flags[first : last + 1] = _ONES * len(ids)
+        else:
+            held = sum(map(flags.__getitem__, ids))
+            deque(map(flags.__setitem__, ids, repeat(1)), 0)
         bucket.n += len(ids) - held
     elif isinstance(bucket, set):
         bucket.update(ids)

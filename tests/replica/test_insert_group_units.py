@@ -127,6 +127,8 @@ def _respelled(text: str) -> dict[str, str]:
         "a record that is a list": text.replace('"record":{', '"record":[{')[:-1] + "]}",
         "the record cut short": text[:-2],
         "NaN in the record": text.replace('"n":4', '"n":NaN'),
+        "no record key": text.replace('"record":', '"recorx":'),
+        "the record key twice in the head": text.replace('"id":4,"record"', '"id":4,"record":0,"record"'),
     }
 
 

@@ -56,6 +56,7 @@ BIG = 2 * SET_AT  # ids 0..BIG-1 held: a key holding most of them is flags (IdBi
     [
         "flags",
         "flags, an id already held",
+        "flags, ids with a gap, one held",
         "a set",
         "lists extended, their kept sets dropped",
         "a list that would pass SET_AT",
@@ -80,8 +81,10 @@ def test_a_hash_run_is_add_one_at_a_time(case):
         one, many = two(2 * BIG, [("a", i) for i in range(BIG)])
         assert type(many.buckets["a"]) is IdBits
         ids = list(range(BIG, BIG + 300))
-        if case.endswith("held"):
-            ids = [BIG - 1, *ids]  # held already: counted once
+        if case.endswith("already held"):
+            ids = [BIG - 1, *ids]  # held already: counted once (a range of ids: its flags a slice)
+        elif case.endswith("one held"):
+            ids = [BIG - 1, BIG + 5, *ids[10:]]  # not a range: its flags one at a time
         check(one, many, ["a"] * len(ids), ids)
     elif case == "a set":
         one, many = two(100 * BIG, [("a", 50 * i) for i in range(SET_AT + 1)])
