@@ -1,6 +1,8 @@
 """The store's atomic batch (storage/batchwrite.py, issue 35): ops checked against the state
 the earlier ops leave, one durable group, undone whole on a refusal, and a log cut inside a
-batch reopening with all of it or none (recovery.py, logfile.py rule 5)."""
+batch reopening with all of it or none (recovery.py, logfile.py rule 5). A closed store is
+dropped (`del`) before the next open: an open freezes what is alive (recovery.py
+`gc.freeze`), and the cut tests' stores outlived them frozen."""
 
 from __future__ import annotations
 
@@ -177,11 +179,13 @@ def _check_cuts(tenant: str, scratch: str, cuts_of) -> None:
             check_indexes(store)
         finally:
             store.close()
+        del store
         again = open_store(work, readonly=True)
         try:
             assert again.recovered_tail is None and again.head_offset == head, f"cut at byte {cut}"
         finally:
             again.close()
+        del again
 
 
 def test_a_log_cut_inside_any_frame_reopens_with_all_of_a_batch_or_none(tenant, scratch):
@@ -205,6 +209,7 @@ def test_a_follower_applies_a_batch_only_with_its_last_row(tenant, tmp_path):
         frames = list(primary.frames_after(0))
     finally:
         primary.close()
+    del primary
     follower_dir = create_tenant(str(tmp_path / "replica"), "t")
 
     async def main():

@@ -5,7 +5,11 @@ compaction's `compact.install`), in process: which files stand at each of the ni
 The child-process tests (test_storage_online.py, killed after each step) show that a crash
 anywhere recovers; these show, where mutation testing can see it, that each hook sits after
 the step its number names (docs/mutation.md, session 7: `write_snapshot`'s hook after step 1
-was reached only by a child process)."""
+was reached only by a child process).
+
+A closed store is dropped (`del`) before the next open, which freezes what is alive
+(recovery.py `gc.freeze`). A store that ran an online compaction was frozen by it
+(compactor.py `freeze_live`) and stays in the worker: only `gc.unfreeze` lets it go."""
 
 from __future__ import annotations
 
@@ -100,6 +104,7 @@ def test_a_fault_after_step_1_leaves_no_retained_segment_and_the_store_serving(t
         assert run(s.insert("User", user(None, email="after@x")))["id"] == 21
     finally:
         s.close()
+    del s
     s = open_store(tenant)
     try:
         assert sorted(s.tables["User"].records) == list(range(1, 22))
@@ -179,6 +184,7 @@ def test_any_error_past_the_commit_point_leaves_the_store_read_only_and_loses_no
         assert sorted(s.tables["User"].records) == list(range(1, 22))
     finally:
         s.close()
+    del s
     s = open_store(tenant, retain_bytes=RETAIN)
     try:
         assert sorted(s.tables["User"].records) == list(range(1, 22))
@@ -264,6 +270,7 @@ def test_frames_past_the_cut_are_copied_into_the_new_log_a_chunk_at_a_time(tenan
         assert s.stats()["log_bytes"] == os.path.getsize(os.path.join(tenant, "log"))
     finally:
         s.close()
+    del s
     data = open(os.path.join(tenant, "log"), "rb").read()
     header, copied = layer.sizes[0], layer.sizes[1:]  # the new log's header is its first write
     ends = _frame_ends(data, header)
@@ -356,6 +363,7 @@ def test_a_new_file_that_cannot_be_removed_is_said_and_left_with_the_snapshot_fo
         assert sorted(os.listdir(tenant)) == left
     finally:
         s.close()
+    del s
     monkeypatch.delenv("DBSVC_FAULT")
     s = open_store(tenant)
     try:
@@ -452,6 +460,7 @@ def test_the_new_log_appends_at_its_end_after_a_probe_for_room(tenant, monkeypat
         assert s.stats()["log_bytes"] == os.path.getsize(os.path.join(tenant, "log"))
     finally:
         s.close()
+    del s
     s = open_store(tenant)
     try:
         assert s.stats()["torn_tail_bytes"] == 0

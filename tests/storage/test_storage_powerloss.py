@@ -170,19 +170,27 @@ def test_damage_ending_in_a_payload_byte_before_a_good_frame_still_refuses(tenan
         assert f.read() == bytes(broken)  # nothing was truncated
 
 
-def test_power_lost_at_each_step_of_discarding_a_compaction_keeps_the_old_state(tenant, tmp_path, stores):
+def test_power_lost_at_each_step_of_discarding_a_compaction_keeps_the_old_state(tenant, tmp_path):
     """Removing an unfinished compaction's `.new` files (compact.discard_new: an open after a
     crash before the commit point, an install that failed) loses power at each of its
     operations in turn: whatever the disk keeps, the next open serves every record as
     before. snapshot.new must go last: a log.new or log.retained.new that outlived it would
-    be taken as past the commit point, and that log.new does not continue the old files."""
-    s = stores(tenant)
-    for i in range(1, 21):
-        asyncio.run(s.insert("User", user(i)))
-    s.close()
-    s = stores(tenant, readonly=True)
-    want = dict(s.tables["User"].records)
-    s.close()
+    be taken as past the commit point, and that log.new does not continue the old files.
+    Each store is closed and dropped (`del`) before the next open: an open freezes what is
+    alive (recovery.py `gc.freeze`), and the 56 disks' stores outlived the test frozen."""
+    s = open_store(tenant)
+    try:
+        for i in range(1, 21):
+            asyncio.run(s.insert("User", user(i)))
+    finally:
+        s.close()
+    del s
+    s = open_store(tenant, readonly=True)
+    try:
+        want = dict(s.tables["User"].records)
+    finally:
+        s.close()
+    del s
     killed = compact_in_child(tenant, "compact:3:KILL")  # snapshot.new, log.retained.new and log.new whole
     assert killed.returncode == -9, killed.stderr
     assert {"snapshot.new", "log.retained.new", "log.new"} <= set(os.listdir(tenant))
@@ -202,9 +210,12 @@ def test_power_lost_at_each_step_of_discarding_a_compaction_keeps_the_old_state(
         for seed in range(8):
             disk = str(tmp_path / f"disk{crash_at}-{seed}")
             sim.materialise(disk, random.Random(seed))
-            s = stores(disk)
-            assert dict(s.tables["User"].records) == want, (crash_at, seed)
-            s.close()
+            s = open_store(disk)
+            try:
+                assert dict(s.tables["User"].records) == want, (crash_at, seed)
+            finally:
+                s.close()
+            del s
         if finished:
             break
         crash_at += 1

@@ -6,6 +6,10 @@ nothing, and every acknowledged write is there after a reopen.
 
 The stores here are opened with a small `max_payload`, so records near the limit are a few
 KiB; tests/datatools/test_datatools_record_size.py imports one real-size record.
+
+A closed store is dropped (`del`) before the next open, with a refusal caught from it: the
+exception's traceback holds the test's frame (a cycle), and the open's `gc.freeze`
+(recovery.py) kept that frame and every store it named for good.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def test_an_insert_over_the_record_limit_is_413_naming_model_size_and_limit(tena
         assert asyncio.run(s.insert("User", user(3)))["id"] == 3  # the store goes on
     finally:
         s.close()
+    del s, info, err
     again = open_store(tenant, max_payload=LIMIT)
     try:
         assert list(users(again)) == [1, 3] and again.recovered_tail is None
@@ -94,6 +99,7 @@ def test_a_record_at_the_limit_is_stored_replaced_by_another_and_deleted(tenant)
         asyncio.run(s.delete("User", 1))
     finally:
         s.close()
+    del s
     assert max(payloads(tenant)) <= LIMIT
     again = open_store(tenant, max_payload=LIMIT)
     try:
@@ -112,6 +118,7 @@ def test_a_replace_with_a_record_over_the_limit_is_413_and_keeps_the_old_one(ten
         assert s.get("User", 1)[0] == old and s.applied_offset == 1
     finally:
         s.close()
+    del s, info
     again = open_store(tenant, max_payload=LIMIT)
     try:
         assert again.get("User", 1)[0] == old
@@ -135,6 +142,7 @@ def test_an_update_of_a_record_stored_under_a_larger_limit_is_413_not_acknowledg
         asyncio.run(roomy.insert("User", rec))
     finally:
         roomy.close()
+    del roomy
     s = open_store(tenant, max_payload=LIMIT)
     try:
         with pytest.raises(PayloadTooLarge) as info:
@@ -144,6 +152,7 @@ def test_an_update_of_a_record_stored_under_a_larger_limit_is_413_not_acknowledg
         asyncio.run(s.delete("User", 1))  # other records are untouched
     finally:
         s.close()
+    del s, info
     assert max(payloads(tenant)[9:]) <= LIMIT
     again = open_store(tenant, max_payload=LIMIT)
     try:
@@ -202,6 +211,7 @@ def test_a_replicated_frame_over_the_followers_limit_is_a_stream_error_and_nothi
     finally:
         primary.close()
         follower.close()
+    primary = follower = None  # dropped before the next open (follow() closes over follower: no `del`)
     again = open_store(follower_dir, max_payload=LIMIT)
     try:
         assert list(users(again)) == [1]
@@ -224,6 +234,7 @@ def test_a_replicated_frame_over_64_mib_is_refused_before_it_is_decoded(tmp_path
         assert users(follower) == {} and follower.applied_offset == 0
     finally:
         follower.close()
+    del follower
     again = open_store(follower_dir)
     try:
         assert again.head_offset == 0
@@ -271,6 +282,7 @@ def test_every_acknowledged_write_near_the_limit_survives_a_reopen(tmp_path_fact
             assert users(s) == expected
     finally:
         s.close()
+    del s
     assert all(n <= LIMIT for n in payloads(tenant))
     again = open_store(tenant, max_payload=LIMIT)
     try:

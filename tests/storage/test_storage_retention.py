@@ -1,7 +1,9 @@
 """Retention (retain.py, replay.py): a compaction keeps the newest rows it removed, so
 `frames_after` reaches back past it; offsets are never reused, whatever happens.
 
-Everything runs through a real Store (and real subprocesses for kill -9)."""
+Everything runs through a real Store (and real subprocesses for kill -9). A closed store is
+dropped (`del`) before the next open or offline compaction: each freezes what is alive
+(recovery.py `gc.freeze`), and a store frozen there outlived its test in the worker."""
 
 from __future__ import annotations
 
@@ -96,6 +98,7 @@ def test_frames_after_reaches_back_across_an_offline_compaction(tenant):
     before = list(s.frames_after(0))
     head = s.head_offset
     s.close()
+    del s
     assert "retained" in compact(tenant)
     s = fresh(tenant, replication=True, retain_bytes=RETAIN)
     assert s.head_offset == head and s.epoch_state.log_base == head and s.oldest_offset == 0
@@ -111,12 +114,14 @@ def test_frames_after_across_two_compactions_offline_and_at_open(tenant):
     s = fresh(tenant)
     run(churn(s, 40))
     s.close()
+    del s
     compact(tenant)
     s = fresh(tenant, retain_bytes=RETAIN)
     run(churn(s, 40))
     before = list(s.frames_after(0))  # segment, then log
     head = s.head_offset
     s.close()
+    del s
     s = fresh(tenant, compact_bytes=1, retain_bytes=RETAIN)  # compacts at open
     assert s.compacted_on_open and s.epoch_state.log_base == head
     assert s.oldest_offset == 0 and list(s.frames_after(0)) == before
@@ -204,6 +209,7 @@ def test_seek_into_a_large_segment_finds_every_offset(tenant):
     run(go())
     before = list(s.frames_after(0))
     s.close()
+    del s
     compact(tenant)
     s = fresh(tenant, retain_bytes=RETAIN)
     assert os.path.getsize(segment_path(tenant)) > 8 * 65536
@@ -243,6 +249,7 @@ def test_budget_keeps_the_newest_whole_frames(tenant, budget):
     run(go())
     before = list(s.frames_after(0))
     s.close()
+    del s
     compact(tenant, retain_bytes=budget)
     kept = _fitting_suffix(before, budget)
     assert 0 < len(kept) < len(before)
@@ -258,6 +265,7 @@ def test_budget_keeps_the_newest_whole_frames(tenant, budget):
     run(s.replace("User", 2, user(2, name="again")))
     before2 = list(s.frames_after(oldest))
     s.close()
+    del s
     compact(tenant, retain_bytes=budget)
     kept2 = _fitting_suffix(before2, budget)
     s = fresh(tenant, retain_bytes=budget)
@@ -271,6 +279,7 @@ def test_a_newest_frame_over_the_budget_retains_nothing(tenant):
     run(churn(s, 10, pad=5000))
     head = s.head_offset
     s.close()
+    del s
     compact(tenant, retain_bytes=4000)
     assert not os.path.exists(segment_path(tenant))
     s = fresh(tenant, retain_bytes=4000)
@@ -284,6 +293,7 @@ def test_retain_zero_answers_410_right_after_each_kind_of_compaction(tenant):
     s = fresh(tenant)
     run(churn(s, 30))
     s.close()
+    del s
     compact(tenant, retain_bytes=0)  # offline
     assert not os.path.exists(segment_path(tenant))
     s = fresh(tenant)
@@ -292,6 +302,7 @@ def test_retain_zero_answers_410_right_after_each_kind_of_compaction(tenant):
         s.frames_after(base - 1)
     run(churn(s, 30))
     s.close()
+    del s
     s = fresh(tenant, compact_bytes=1)  # at open
     assert s.compacted_on_open and s.oldest_offset == s.epoch_state.log_base == s.head_offset
     with pytest.raises(OffsetGone):
@@ -307,11 +318,13 @@ def test_retain_zero_removes_a_segment_left_from_before(tenant, caplog):
     s = fresh(tenant)
     run(churn(s, 30))
     s.close()
+    del s
     compact(tenant)
     assert os.path.exists(segment_path(tenant))
     ro = fresh(tenant, readonly=True)  # a read-only open touches nothing
     assert ro.oldest_offset == 0
     ro.close()
+    del ro
     assert os.path.exists(segment_path(tenant))
     with caplog.at_level(logging.INFO, logger="dbsvc.storage"):
         s = fresh(tenant)
@@ -330,6 +343,7 @@ def retained(tenant):
     run(churn(s, 60))
     before = list(s.frames_after(0))
     s.close()
+    del s
     compact(tenant)
     return tenant, before
 
@@ -373,6 +387,7 @@ def test_a_damaged_segment_is_logged_and_ignored_at_open(retained, caplog, where
         if not readonly:
             check_next_write(s, base)
         s.close()
+        del s
 
 
 def test_damage_in_the_middle_is_found_while_reading(retained, caplog):
@@ -403,6 +418,7 @@ def test_a_segment_that_does_not_meet_the_log_is_ignored_and_the_next_compaction
     run(churn(s, 20))
     head = s.head_offset
     s.close()
+    del s
     compact(tenant, retain_bytes=0)
     with open(segment_path(tenant), "wb") as f:  # the segment of the first compaction
         f.write(stale)
@@ -412,6 +428,7 @@ def test_a_segment_that_does_not_meet_the_log_is_ignored_and_the_next_compaction
     assert s.oldest_offset == head
     run(churn(s, 10))
     s.close()
+    del s
     compact(tenant)
     s = fresh(tenant, retain_bytes=RETAIN)
     assert s.oldest_offset == head and offsets(s.frames_after(head)) == list(range(head + 1, s.head_offset + 1))
@@ -433,12 +450,14 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
     s = fresh(tenant)
     run(churn(s, 40))
     s.close()
+    del s
     compact(tenant)  # a segment exists: the next one merges it
     s = fresh(tenant, retain_bytes=RETAIN)
     run(churn(s, 40))
     before = list(s.frames_after(0))
     head, records = s.head_offset, dict(s.tables["User"].records)
     s.close()
+    del s
     code = AT_OPEN_CHILD.format(root=str(ROOT), tests=str(ROOT / "tests"), tenant=tenant, retain=RETAIN)
     res = subprocess.run(
         [sys.executable, "-c", code],
@@ -460,6 +479,7 @@ def test_compaction_at_open_killed_after_each_step_keeps_retention_consistent(te
                 assert decode_header("log.retained", f.read(HEADER_SIZE)).base_offset == 0
             check_next_write(s, head)
         s.close()
+        del s
 
 
 # -- offsets are never reused ------------------------------------------------------------
@@ -470,11 +490,13 @@ def test_head_survives_restart_and_every_compaction(tenant):
     run(churn(s, 30))
     head = s.head_offset
     s.close()
+    del s
     s = fresh(tenant)  # restart
     assert s.head_offset == head
     check_next_write(s, head)
     head = s.head_offset
     s.close()
+    del s
     compact(tenant)  # offline
     s = fresh(tenant)
     assert s.head_offset == s.epoch_state.log_base == head
@@ -482,6 +504,7 @@ def test_head_survives_restart_and_every_compaction(tenant):
     run(churn(s, 30))
     head = s.head_offset
     s.close()
+    del s
     s = fresh(tenant, compact_bytes=1)  # at open
     assert s.compacted_on_open and s.head_offset == head
     check_next_write(s, head)
@@ -493,6 +516,7 @@ def test_head_survives_restart_and_every_compaction(tenant):
     check_next_write(s, head)
     head = s.head_offset
     s.close()
+    del s
     s = fresh(tenant)
     assert s.head_offset == head
     check_next_write(s, head)
@@ -534,6 +558,7 @@ def offsets_loop(tenant: str, rounds: int, seed: int) -> int:
             head += 1
         finally:
             s.close()
+        del s
     return committed_total
 
 
