@@ -32,13 +32,13 @@ from dbsvc.errors import WebSocketClientError
 from dbsvc.replica import groups
 from dbsvc.storage.logfile import encode_frame, frame_offset
 from support.follower_kit import (
-    DEADLINE,
     EPOCH_A,
     EPOCH_B,
     H1,
     Replica,
     ScriptedPrimary,
     body,
+    deadline_seconds,
     epoch_stream,
     history,
     insert,
@@ -82,11 +82,11 @@ class LoopHold:
     def hold(self) -> None:
         """Called on the reading thread (a script step): returns once the loop is held."""
         self.node.loop.call_soon_threadsafe(self._on_loop)
-        assert self.holding.wait(DEADLINE), "the loop never ran the hold"
+        assert self.holding.wait(deadline_seconds()), "the loop never ran the hold"
 
     def _on_loop(self) -> None:
         self.holding.set()
-        self.released.wait(DEADLINE)  # bounded: a failed test frees the loop by itself
+        self.released.wait(deadline_seconds())  # bounded: a failed test frees the loop by itself
 
     def release(self) -> None:
         self.released.set()
@@ -115,7 +115,7 @@ def test_a_stream_that_ends_with_a_group_handed_but_not_yet_applied_reconnects_a
     ]
     try:
         thread = _start(node)
-        assert held.holding.wait(DEADLINE)
+        assert held.holding.wait(deadline_seconds())
         node.wait(
             "the thread parked in a drain or connected again",
             lambda: _parked_in(thread, "drain") or len(primary.afters) == 2,

@@ -15,7 +15,6 @@ from dbsvc.replica import groups
 from dbsvc.storage import files
 from dbsvc.storage.logfile import encode_frame, frame_offset
 from support.follower_kit import (
-    DEADLINE,
     EPOCH_A,
     EPOCH_B,
     FINGERPRINT,
@@ -24,6 +23,7 @@ from support.follower_kit import (
     Replica,
     ScriptedPrimary,
     body,
+    deadline_seconds,
     epoch_stream,
     following,
     history,
@@ -299,7 +299,7 @@ def test_the_poll_of_snapshot_raises_the_primarys_head_while_streaming(replica):
     assert node.status.report(1)["lag_offsets"] == 8
     # caught up at 1 until the poll saw 9: the seconds behind count from then
     node.wait("seconds behind", lambda: node.status.report(1)["lag_seconds"] > 0)
-    assert node.status.report(1)["lag_seconds"] < DEADLINE
+    assert node.status.report(1)["lag_seconds"] < deadline_seconds()
 
 
 def test_a_snapshot_without_an_offset_counts_as_offset_0(replica):
