@@ -57,6 +57,34 @@ LATE = 0.025  # a probe's wake this much past its time is kept ("late" on the lo
 SLOWEST = 5  # the slowest requests inside the snapshot step told apart by what overlapped them
 
 
+def present_share(ranges: list[tuple[int, int]]) -> float:
+    """The share of the 4 KiB pages of `ranges` present in memory (pagemap(5)'s bit 63, which
+    a process may read of itself); -1.0 where pagemap cannot be read."""
+    present = total = 0
+    try:
+        with open("/proc/self/pagemap", "rb") as pagemap:
+            for start, length in ranges:
+                pagemap.seek(start // 4096 * 8)
+                entries = pagemap.read(length // 4096 * 8)
+                total += len(entries) // 8
+                present += sum(entries[i + 7] >> 7 for i in range(0, len(entries), 8))
+    except OSError:
+        return -1.0
+    return present / total if total else -1.0
+
+
+def anon_huge_bytes() -> float:
+    """The process's anonymous memory on huge pages (/proc/self/smaps_rollup's
+    AnonHugePages), in bytes; -1.0 where it cannot be read."""
+    try:
+        for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+            if line.startswith("AnonHugePages:"):
+                return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return -1.0
+
+
 def wrap(marks_path: str, code: str, argv: list[str]) -> None:
     """The server's side (`--wrap`): time the steps, then run `CODE/dbsvc.py` as __main__."""
     sys.path.insert(0, code)
@@ -89,7 +117,20 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
         if hasattr(compactor, name):
             setattr(compactor, name, timed(name, getattr(compactor, name)))
     if hasattr(compactor, "collapse_in_pieces"):  # the collapse off the compactor's path: "advise_heap" here too
-        compactor.collapse_in_pieces = timed("advise_heap", compactor.collapse_in_pieces)  # type: ignore[attr-defined]
+        whole = timed("advise_heap", compactor.collapse_in_pieces)  # type: ignore[attr-defined]
+
+        def huge_around(*args: Any) -> Any:
+            # the process's AnonHugePages before and after ("collapse.huge"): what the
+            # collapse merged, against its pieces (a piece already huge merges nothing)
+            at = time.perf_counter()
+            marks.append(("collapse.huge", at, at, anon_huge_bytes()))
+            try:
+                return whole(*args)
+            finally:
+                at = time.perf_counter()
+                marks.append(("collapse.huge", at, at, anon_huge_bytes()))
+
+        compactor.collapse_in_pieces = huge_around  # type: ignore[attr-defined]
     # every fsync (the group commits' and the compaction's), and every ftruncate (a release
     # in pieces shrinks the old files with it: storage/freeing.py)
     for name in ("fsync", "fsync_dir", "ftruncate"):
@@ -102,7 +143,18 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
 
     if hasattr(heap, "collapse_in_pieces"):
         advise, piece = heap.advise_huge_pages, timed("collapse.piece", heap.advise_huge_pages)
-        heap.advise_huge_pages = lambda ranges, how: (piece if how == heap.MADV_COLLAPSE else advise)(ranges, how)
+
+        def collapse(ranges: list[tuple[int, int]], how: int) -> int:
+            if how != heap.MADV_COLLAPSE:
+                return advise(ranges, how)  # type: ignore[no-any-return]
+            # how much of the piece was there before its call ("collapse.present": the
+            # share of its 4 KiB pages present, /proc/self/pagemap's bit 63): a sparse
+            # piece is a huge page allocated, zeroed and copied for a few pages
+            at = time.perf_counter()
+            marks.append(("collapse.present", at, at, present_share(ranges)))
+            return piece(ranges, how)  # type: ignore[no-any-return]
+
+        heap.advise_huge_pages = collapse
     started = [0.0, 0.0]
 
     def collected(phase: str, info: dict[str, int]) -> None:

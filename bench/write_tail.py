@@ -21,7 +21,12 @@ step over 50 ms, the collapse, after it): its length, answers/s, the gaps betwee
 answers over 20 ms and the longest (with group commit, answers come in bursts one fsync
 apart: a gap is a fsync or a stall), the group fsyncs (count, p50, over 15 ms, longest),
 late loop ticks and probe wakes, collections over 3 ms, and the collapse's pieces (count,
-wall p50 / longest, thread CPU longest).
+wall p50 / longest, thread CPU longest; the share of the phase a piece was in flight, the
+answers/s while one was and between pieces; the pieces under half present before their call
+and their CPU against the whole collapse's, from served_tail.py's "collapse.present"; the
+huge pages it merged, from the process's AnonHugePages before and after: "collapse.huge").
+The two reads cost the collapse's thread a 4 KiB pagemap read a piece and one smaps_rollup
+walk at each end, outside the pieces' timing.
 
 `--strace` (strace installed, run as root or with ptrace allowed): for the PATCH run, strace
 (`-T`) is attached to every thread of the server but the loop's, tracing fsync and
@@ -194,6 +199,30 @@ def phase(name: str, a: float, b: float, answers: list[float], marks: Marks) -> 
             f"; collapse pieces {len(pieces)}, wall p50 {walls[len(walls) // 2] * 1e3:.1f} / longest "
             f"{walls[-1] * 1e3:.1f}, CPU longest {max(p[1] for p in pieces) * 1e3:.1f}"
         )
+        # The loop's answers while a piece is in flight (the kernel's copy under the mapping's
+        # lock, on the core the loop shares) against those in the pauses between pieces: a
+        # gap's overlap with a piece says little (a 20 ms gap spans a piece and its pause by
+        # chance), a rate does.
+        spans = [(m[1], m[2]) for m in marks if m[0] == "collapse.piece" and a <= m[1] < b]
+        in_pieces = sum(e - s for s, e in spans)
+        during = sum(1 for t in got if any(s <= t < e for s, e in spans))
+        between = max(b - a - in_pieces, 1e-9)
+        line += (
+            f"; pieces in flight {in_pieces / max(b - a, 1e-9):.0%} of the phase, answers/s there "
+            f"{during / max(in_pieces, 1e-9):.0f}, between pieces {(len(got) - during) / between:.0f}"
+        )
+        # each piece's share of pages present before its call (served_tail.py), beside its CPU
+        shares = [m[3] for m in marks if m[0] == "collapse.present" and a <= m[1] < b]
+        cpus = [p[1] for p in pieces]
+        huge = [m[3] for m in marks if m[0] == "collapse.huge" and a - 0.5 <= m[1] <= b + 0.5]
+        if len(huge) == 2 and min(huge) >= 0:
+            line += f"; merged {(huge[1] - huge[0]) / 2**21:.0f} huge pages ({huge[0] / 2**20:.0f} -> {huge[1] / 2**20:.0f} MiB)"
+        if len(shares) == len(cpus):
+            sparse = [c for f, c in zip(shares, cpus) if 0 <= f < 0.5]
+            line += (
+                f"; pieces under half present {len(sparse)} ({sum(sparse) * 1e3:.0f} of "
+                f"{sum(cpus) * 1e3:.0f} ms CPU), present p50 {statistics.median(shares):.0%}"
+            )
     return line
 
 

@@ -58,7 +58,7 @@ from dbsvc.storage.commit import CommitQueue
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent
 from dbsvc.storage.files import FaultPlan
-from dbsvc.storage.heap import collapse_in_pieces, mark_heap
+from dbsvc.storage.heap import COLLAPSE_GAP, collapse_in_pieces, mark_heap
 from dbsvc.storage.table import Table
 
 log = logging.getLogger("dbsvc.storage")
@@ -320,7 +320,8 @@ class Compactor:
 
     def settle(self, ranges: list[tuple[int, int]]) -> asyncio.Task[int]:
         """Collapse `ranges` of the heap into huge pages in a task of its own, a piece at a
-        time with a `WallPacer` pause after each (invariant 5); its task answers the pieces
+        time with a `WallPacer` pause after each, at least heap.py's COLLAPSE_GAP
+        (invariant 5); its task answers the pieces
         collapsed, or -1 when a call failed (logged; advice only, the store serves on).
         `DBSVC_FAULT=collapse:N` fails or kills in its Nth pause."""
         progress = online.Progress()
@@ -329,7 +330,7 @@ class Compactor:
         return self.settle_task
 
     async def _settle(self, progress: online.Progress, ranges: list[tuple[int, int]]) -> int:
-        pause = online.WallPacer(progress, self.faults, "collapse")
+        pause = online.WallPacer(progress, self.faults, "collapse", floor=COLLAPSE_GAP)
         try:
             # `in_thread` clears `idle` in the thread, so `stop()` waits for a collapse
             # under way and never for one not begun (an executor that runs its calls on the

@@ -147,6 +147,16 @@ def advise_heap() -> int:
 # (bench/README.md, "The heap's collapse a huge page a call", session 25).
 COLLAPSE_BYTES = HUGE_PAGE
 
+# The least pause between two pieces (compactor.py `settle`, a `WallPacer` floor). A piece
+# takes ~4-7 ms of its thread's CPU on the loop's core (~512 pages isolated, copied and
+# freed; bench/README.md, session 26, wt-tail7), and while one is in flight the loop
+# answers at 0.42-0.85 of its rate between pieces. Paced by twice its wall alone, pieces
+# came every ~25-40 ms, so a request of the run's tail (50-100 ms) lived across two or
+# three of them and paid each; 0.1 s apart, a request of under 0.1 s meets one at most. The
+# collapse takes ~0.1 s a piece longer (~10 s after the service bench's compaction, ~100 s
+# at 1M); nothing waits for it, and the next compaction abandons it.
+COLLAPSE_GAP = 0.1
+
 
 def collapse_in_pieces(ranges: list[tuple[int, int]], pause: Callable[[float], bool]) -> int:
     """MADV_COLLAPSE `ranges` COLLAPSE_BYTES at a time, calling `pause(seconds the piece

@@ -76,7 +76,8 @@ loop, woken from a wait during which the thread took the GIL, waits for it at mo
 thread waits for off the CPU is paced by its wall time (`WallPacer`): after each piece's
 fsync of snapshot.new, log.retained.new and log.new's thread copies, and each piece of the
 heap's collapse after the compaction (heap.py; in a task of its own, compactor.py invariant 5),
-it sleeps PACE times that call's wall time, so that the disk and the
+it sleeps PACE times that call's wall time (a collapse piece at least heap.py's
+COLLAPSE_GAP), so that the disk and the
 kernel's locks are the writers' two thirds of the time. A paced step runs
 about three times as long, so what the loop wrote meanwhile is copied and fsynced by
 `catch_up` steps until at most SWITCH_BYTES are left to the switch. Memory during a
@@ -272,19 +273,26 @@ class WallPacer:
     wt-pace). The step runs about 1 + PACE times as long. The cap bounds what a `close()`
     waits for a pause already begun (the sleep is not woken).
 
+    `floor`: the least pause, whatever the call took (the heap's collapse passes
+    heap.py's COLLAPSE_GAP, at most the cap): pieces spaced so that no request lives
+    across two of them.
+
     Fault hook: `faults.check(name)` in each pause (`DBSVC_FAULT=flush:N:KILL` kills in the
     Nth pause after a piece's fsync of snapshot.new or log.retained.new, before the commit
     point; `collapse:N:KILL` in the heap's collapse after a compaction, past it)."""
 
-    __slots__ = ("progress", "faults", "name")
+    __slots__ = ("progress", "faults", "name", "floor")
 
-    def __init__(self, progress: Progress, faults: FaultPlan = files.NO_FAULTS, name: str = "flush") -> None:
-        self.progress, self.faults, self.name = progress, faults, name
+    def __init__(
+        self, progress: Progress, faults: FaultPlan = files.NO_FAULTS, name: str = "flush", floor: float = 0.0
+    ) -> None:
+        assert 0.0 <= floor <= MAX_WALL_PAUSE, f"a pause's floor of {floor!r} s is past the cap"
+        self.progress, self.faults, self.name, self.floor = progress, faults, name, floor
 
     def __call__(self, took: float) -> bool:
         self.faults.check(self.name)
         if not self.progress.cancelled and took > 0:
-            time.sleep(min(took * PACE, MAX_WALL_PAUSE))
+            time.sleep(max(min(took * PACE, MAX_WALL_PAUSE), self.floor))
         return self.progress.cancelled
 
 

@@ -1,0 +1,56 @@
+"""The pieces of a heap collapse after a compaction spaced at least heap.py's COLLAPSE_GAP
+apart (compactor.py `settle`, online.py `WallPacer`'s floor), whatever each piece took.
+
+Why: a piece takes ~4-6 ms of its thread's CPU on the core the served loop is pinned to,
+and the loop answers at about half its rate while one is in flight. Paced by twice its wall
+time alone, pieces came every ~25-40 ms, so the requests of the PATCH run's tail lived
+across two or three of them (bench/README.md, "The heap's collapse spaced", session 26).
+A piece of a mapping with nothing in it returns at once, so under the wall-time pace alone
+its pause is ~0 and the pieces run back to back: that is what the floor is for.
+
+A real store's compactor collapsing a private anonymous mapping of this test's (advised
+for real; a kernel without the advice refuses it and the calls are the same). Each call's
+start is read by wrapping `advise_huge_pages`, which still runs. A sleep never returns
+early, so the spacing is a lower bound, not a timed guess."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from dbsvc.storage import heap, online
+from dbsvc.storage.heap import COLLAPSE_GAP, HUGE_PAGE
+from support.heapkit import huge_mapping
+from support.storage import open_store, run
+
+
+def test_a_collapse_after_a_compaction_spaces_its_pieces_by_the_gap_at_least(tenant, monkeypatch):
+    began: list[float] = []
+    advise = heap.advise_huge_pages
+
+    def noted(ranges: list[tuple[int, int]], advice: int) -> int:
+        if advice == heap.MADV_COLLAPSE:
+            began.append(time.monotonic())
+        return advise(ranges, advice)
+
+    monkeypatch.setattr(heap, "advise_huge_pages", noted)
+    s = open_store(tenant)
+    try:
+        with huge_mapping(5 * HUGE_PAGE) as start:
+
+            async def go() -> int:
+                return await asyncio.wait_for(s.compactor.settle([(start, 4 * HUGE_PAGE)]), 30)
+
+            assert run(go()) == 4
+    finally:
+        s.close()
+    assert len(began) == 4
+    gaps = [b - a for a, b in zip(began, began[1:])]
+    assert min(gaps) >= COLLAPSE_GAP, f"pieces {gaps} s apart, expected {COLLAPSE_GAP} s at least"
+
+
+def test_a_pause_sleeps_its_floor_after_a_call_that_took_no_time():
+    pause = online.WallPacer(online.Progress(), name="collapse", floor=0.05)
+    began = time.monotonic()
+    assert pause(1e-9) is False
+    assert time.monotonic() - began >= 0.05
