@@ -132,6 +132,14 @@ LONGEST_FIRST = {
     "tests/clients/test_feeds_resume.py": 3,
     "tests/app/test_browser_realtime.py": 2,
     "tests/app/test_realtime_lag.py": 2,
+    # Session 26's whole run at load (junit times over ~4, the load's inflation of that run):
+    # files of one to three tests the count put in the last hundred of the queue, each one
+    # test of 5-7 s quiet that could end the run alone on one worker.
+    "tests/storage/test_storage_cursor_alone.py": 7,
+    "tests/storage/test_storage_descending_cursor_pages.py": 5,
+    "tests/clients/test_typescript_feed_state.py": 5,
+    "tests/storage/test_storage_few_valued_served.py": 5,
+    "tests/replica/test_replica_same_files.py": 5,
 }
 
 

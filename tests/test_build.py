@@ -138,29 +138,40 @@ def test_archive_starts_with_a_shebang_and_is_executable(app: Path) -> None:
     assert os.access(app, os.X_OK)
 
 
-@pytest.mark.parametrize("flags", [[], ["--with-guard"]], ids=["plain", "with-guard"])
-def test_two_builds_give_the_same_bytes(tmp_path: Path, flags: list[str]) -> None:
-    # Two processes, other hash seeds, other working and output directories: only the
-    # inputs (the schema, the installed packages) are the same.
-    outputs = []
-    for seed in ("1", "2"):
-        work = tmp_path / f"build{seed}"
-        work.mkdir()
-        output = work / "app.pyz"
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "dbsvc.py"), "build", str(BLOG), "-o", str(output), *flags],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=work,
-            env={**os.environ, "PYTHONHASHSEED": seed},
-        )
-        assert done.returncode == 0, done.stderr
-        outputs.append(output.read_bytes())
-    assert outputs[0] == outputs[1]
-    names = zipfile.ZipFile(tmp_path / "build1" / "app.pyz").namelist()
+@pytest.fixture(scope="module")
+def cli_builds(tmp_path_factory) -> dict[str, list[Path]]:
+    """Both archives `dbsvc build` writes, each built twice by the command line: two processes,
+    other hash seeds, other working and output directories, only the inputs (the schema, the
+    installed packages) the same. Built once for the module: the same-bytes test compares the
+    pairs, the guard test reads what the command embedded (one guard build where there were
+    three, and the command line's own build test was a twin of the plain pair)."""
+    builds: dict[str, list[Path]] = {}
+    for label, flags in (("plain", []), ("with-guard", ["--with-guard"])):
+        builds[label] = []
+        for seed in ("1", "2"):
+            work = tmp_path_factory.mktemp(f"{label}-build{seed}")
+            output = work / "app.pyz"
+            done = subprocess.run(
+                [sys.executable, str(ROOT / "dbsvc.py"), "build", str(BLOG), "-o", str(output), *flags],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                cwd=work,
+                env={**os.environ, "PYTHONHASHSEED": seed},
+            )
+            assert done.returncode == 0, done.stderr
+            builds[label].append(output)
+    return builds
+
+
+@pytest.mark.parametrize("label", ["plain", "with-guard"])
+def test_two_builds_give_the_same_bytes(cli_builds: dict[str, list[Path]], label: str) -> None:
+    first, second = cli_builds[label]
+    assert zipfile.is_zipfile(first)
+    assert first.read_bytes() == second.read_bytes()
+    names = zipfile.ZipFile(first).namelist()
     assert names == sorted(names)
-    assert ("_dbsvc_embedded/MANIFEST.json" in names) == bool(flags)
+    assert ("_dbsvc_embedded/MANIFEST.json" in names) == (label == "with-guard")
 
 
 def test_write_replaces_the_output_and_leaves_no_temporary_file(tmp_path: Path) -> None:
@@ -184,19 +195,6 @@ def test_missing_dependency_is_refused_and_the_old_output_kept(tmp_path: Path, m
         write_zipapp(output, "X = 1\n")
     assert output.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["app.pyz"]
-
-
-def test_cli_build_writes_the_archive(tmp_path: Path) -> None:
-    output = tmp_path / "out.pyz"
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "dbsvc.py"), "build", str(BLOG), "-o", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr
-    assert zipfile.is_zipfile(output)
 
 
 def test_help_runs_from_the_archive_alone(app: Path, tmp_path: Path) -> None:
@@ -356,9 +354,8 @@ def test_archive_serves_health_and_records_on_service_port(app: Path, tmp_path: 
 # ---------------------------------------------------------------- --with-guard: embedded packages
 
 
-def test_the_guard_build_embeds_cryptography_and_what_it_requires(tmp_path: Path) -> None:
-    output = write_zipapp(tmp_path / "guard.pyz", "X = 1\n", with_guard=True)
-    with zipfile.ZipFile(output) as archive:
+def test_the_guard_build_embeds_cryptography_and_what_it_requires(cli_builds: dict[str, list[Path]]) -> None:
+    with zipfile.ZipFile(cli_builds["with-guard"][0]) as archive:
         manifest = json.loads(archive.read("_dbsvc_embedded/MANIFEST.json"))
         names = set(archive.namelist())
     assert set(manifest["distributions"]) == {"cryptography", "cffi", "pycparser"}

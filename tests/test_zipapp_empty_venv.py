@@ -385,13 +385,20 @@ def warm_cache(python, guard_app, tmp_path_factory) -> Path:
     return cwd / "cache"
 
 
+# The default run serves two damages, each one a file the guard imports at its first request (a
+# half .so, a same-size .py that raises if it is not replaced): the repair is what makes them
+# load. A deleted file and a file turned into a directory take the same served path (found at
+# the start, unpacked again, one warning, the next start quiet); they run in the slow set,
+# and each kind's detection and repair stays in the default run in process
+# (tests/test_build.py's test_a_damaged_unpacked_directory_is_unpacked_again_with_one_warning,
+# its "deleted" and "directory" cases). Two servers a case: about 12 s of the file at load.
 @pytest.mark.parametrize(
     ("damage", "said"),
     [
         (_truncate_so, "bytes, expected"),
         (_modify_py, "was modified"),
-        (_delete_file, "is missing"),
-        (_file_to_directory, "is a directory, expected a file"),
+        pytest.param(_delete_file, "is missing", marks=pytest.mark.slow),
+        pytest.param(_file_to_directory, "is a directory, expected a file", marks=pytest.mark.slow),
     ],
     ids=["truncated-so", "modified-py", "deleted", "directory"],
 )

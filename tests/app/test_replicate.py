@@ -15,7 +15,7 @@ import zlib
 import pytest
 
 from support.consumer_kit import USER, write_users
-from support.server import ROOT
+from support.server import ROOT, start_server
 from support.wskit import open_ws, post, refusal, run
 
 
@@ -40,6 +40,17 @@ async def take(server, after: int, count: int, **kw) -> list[bytes]:
 @pytest.fixture
 def blog(serve):
     return serve()
+
+
+@pytest.fixture(scope="module")
+def refusing(tmp_path_factory):
+    """One blog server holding one user (the head at offset 1), shared by the 22 refusal cases:
+    a refused upgrade writes nothing, so each case sees the same head, and each asserts that
+    nothing was added. A server a case was 22 starts (about a fifth of this file's time)."""
+    server = start_server(ROOT / "schemas" / "blog.dbs", tmp_path_factory.mktemp("refusing") / "data")
+    write_users(server.port, 1)
+    yield server
+    server.stop()
 
 
 def test_frames_are_the_committed_rows_in_order(blog):
@@ -113,11 +124,10 @@ def test_a_large_payload_travels_in_one_frame(blog):
         ("since=0", 400, "bad_query"),
     ],
 )
-def test_bad_after_is_refused_before_the_upgrade(blog, query, status, code):
-    write_users(blog.port, 1)
-    got, problem, _ = run(refusal(blog, f"/replicate?{query}"))
+def test_bad_after_is_refused_before_the_upgrade(refusing, query, status, code):
+    got, problem, _ = run(refusal(refusing, f"/replicate?{query}"))
     assert (got, problem["code"]) == (status, code), problem
-    assert blog.get("/api/user").json["total"] == 1
+    assert refusing.get("/api/user").json["total"] == 1
 
 
 @pytest.mark.parametrize("route", ["/replicate", "/subscribe/user", "/live-query/user"])
@@ -131,11 +141,12 @@ def test_bad_after_is_refused_before_the_upgrade(blog, query, status, code):
         ("00000000000000000099", "offset_out_of_range"),  # 20 digits, 99: ahead of the head
     ],
 )
-def test_after_past_int64_is_bad_query_and_ahead_of_the_head_is_out_of_range(blog, route, after, code):
+def test_after_past_int64_is_bad_query_and_ahead_of_the_head_is_out_of_range(refusing, route, after, code):
     """Every route answers a malformed `after` one way, whatever the digits count."""
-    got, problem, _ = run(refusal(blog, f"{route}?after={after}"))
+    got, problem, _ = run(refusal(refusing, f"{route}?after={after}"))
     assert (got, problem["code"]) == (400, code), problem
     assert after.lstrip("0") in problem["detail"]
+    assert refusing.get("/api/user").json["total"] == 1
 
 
 def test_replication_off_is_404_and_snapshot_says_so(serve):
