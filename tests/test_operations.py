@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from support.ports import free_port
 from support.server import LISTENING, ROOT, Server, service_env, wait_for_port
 
 BLOG = ROOT / "schemas" / "blog.dbs"
@@ -78,12 +79,6 @@ def servers() -> Iterator[list[Process]]:
         if server.proc.poll() is None:
             server.proc.kill()
             server.proc.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def poll(check, timeout: float = 60, what: str = "condition"):

@@ -25,6 +25,7 @@ import pytest
 
 from support.deploykit import NGINX_SITE
 from support.idp import TestIdp
+from support.ports import free_port
 from support.server import ROOT, Server, start_server
 from support.wskit import open_ws, recv_json, refusal, run
 
@@ -35,12 +36,6 @@ pytestmark = [
 ]
 
 BLOG = ROOT / "schemas" / "blog.dbs"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def site_for(acme_port: int, globex_port: int, listen_port: int) -> str:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import websockets
 
+from support.ports import free_port
 from support.server import ROOT, start_server
 from support.tlskit import self_signed
 from support.wskit import recv_json, run
@@ -34,12 +35,6 @@ pytestmark = [
     pytest.mark.skipif(NGINX is None, reason="nginx is not installed (apt-get install nginx)"),
 ]
 SITE = ROOT / "deploy" / "nginx" / "dbsvc-tls.conf"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def site_for(upstream: int, https: int, plain: int, chain: Path, private: Path) -> str:

@@ -12,7 +12,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -142,9 +141,3 @@ def follow(tmp_path: Path, server, out: Path, *args: str, env: dict | None = Non
     wait_until(lambda: last_offset(out) == target, f"offset {target} in {out.name}", consumer=consumer)
     assert consumer.stop() == 0, consumer.stderr
     return consumer
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

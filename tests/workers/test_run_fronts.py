@@ -28,16 +28,11 @@ from dbsvc.workers import run
 from dbsvc.workers.forward import Forwarding
 from dbsvc.workers.role import WorkerRole
 from support.app_calls import fresh
+from support.ports import free_port, listening
 from support.storage import BLOG, with_stores
 from support.storage import user as user_record
 
 SETTINGS = load_config({}).http  # the public side's settings; the private port replaces host and port
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 async def ask(port: int, method: str, path: str, key: str | None, body: bytes = b"") -> tuple[int, bytes]:
@@ -53,22 +48,6 @@ async def ask(port: int, method: str, path: str, key: str | None, body: bytes = 
     writer.close()
     status_line, _, rest = answer.partition(b"\r\n")
     return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
-
-
-async def listening(port: int) -> None:
-    """Until the port accepts a connection (a poll with a deadline: the listener's task runs
-    on the loop after `start` returns)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
-    while True:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            assert loop.time() < deadline, f"nothing listens on {port}"
-            await asyncio.sleep(0.01)
-            continue
-        writer.close()
-        return
 
 
 class Lines(logging.Handler):

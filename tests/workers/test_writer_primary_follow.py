@@ -14,7 +14,6 @@ blog store on a loopback port, and the reader is tests/support/follower_kit.py's
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -27,32 +26,12 @@ from dbsvc.workers.private import WriterPrimary
 from dbsvc.workers.role import WorkerRole
 from support.app_calls import fresh
 from support.follower_kit import Replica
+from support.ports import free_port, listening
 from support.storage import user as user_record
 from support.storage import with_stores
 
 SETTINGS = load_config({}).http  # the public side's settings; the private port replaces host and port
 KEY = "the-key"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-async def listening(port: int) -> None:
-    """Until the port accepts a connection (the listener's task runs after `start` returns)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 5
-    while True:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            assert loop.time() < deadline, f"nothing listens on {port}"
-            await asyncio.sleep(0.01)
-            continue
-        writer.close()
-        return
 
 
 def a_writer(go_on: Callable[[Store, int], Awaitable[None]]) -> None:
