@@ -27,7 +27,8 @@ from dbsvc.storage.events import record_limit
 from dbsvc.storage.logfile import LogScan
 from dbsvc.storage.tenants import create_tenant
 from support.powerloss_fs import PowerLoss, PowerLossFiles
-from support.storage import open_store, post, user
+from support.storage import open_store as _open_store
+from support.storage import post, user
 
 DEFAULT_SEEDS = 250  # the default run's; the slow run (SLOW_SEEDS) covers them and 9,750 more
 SLOW_SEEDS = 10_000
@@ -221,6 +222,18 @@ class Workload:
             else:
                 state[model][id_] = rec
         return state
+
+
+def open_store(tenant: str, **options: Any) -> Any:
+    """A store of these runs: support.storage's, its heap's collapse after a compaction off
+    (SERVICE_HUGE_PAGES=off). Here every thread step runs on the loop (`LoopExecutor`), so
+    the collapse would too, each piece followed by its pacer's pause (at least
+    heap.COLLAPSE_GAP, 0.1 s) on the loop: ~1 s a compacting seed, minutes a file. The
+    collapse writes no file, so power lost around it has nothing to lose; the collapse
+    itself is tested in tests/storage/test_storage_collapse_*.py."""
+    store = _open_store(tenant, **options)
+    store.compactor.huge_pages = False
+    return store
 
 
 def _records(store: Any) -> dict[str, dict[int, dict]]:
