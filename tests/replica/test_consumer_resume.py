@@ -15,13 +15,13 @@ from support.consumer_kit import (
     base,
     clean_env,
     follow,
-    free_port,
     head,
     last_offset,
     server_frames,
     wait_until,
     write_users,
 )
+from support.ports import free_port
 from support.server import ROOT, start_server
 from support.storage import file_offsets
 
