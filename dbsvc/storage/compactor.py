@@ -169,7 +169,7 @@ class Compactor:
 
     def _start(self, take: TakeCut) -> asyncio.Task[None]:
         if self.settling is not None:
-            self.settling.cancelled = True  # invariant 5: the collapse stops at its next pause
+            self.settling.cancel()  # invariant 5: the collapse stops at its next pause
         progress = online.Progress()
         self.progress = progress
         self.task = asyncio.get_running_loop().create_task(self._compact(progress, take), name="dbsvc-compaction")
@@ -178,17 +178,17 @@ class Compactor:
     def stop(self) -> None:
         """`close()`: a compaction before its commit point stops in its thread step and its
         `.new` files are discarded; one past it is left to finish (or to the next open).
-        A collapse after a switch stops at its next pause, waited for (one piece's madvise
-        and one pause, at most `online.MAX_WALL_PAUSE`)."""
+        A collapse after a switch stops at its next pause, waited for: the piece's madvise
+        in flight, if any (its pause, woken by `Progress.cancel`, ends at once)."""
         settling, settle_task = self.settling, self.settle_task
         self.settling = self.settle_task = None
         if settling is not None:
-            settling.cancelled = True
+            settling.cancel()
             _wait_then_cancel(settling, settle_task)
         progress, task = self.progress, self.task
         if progress is None:
             return
-        progress.cancelled = True
+        progress.cancel()
         if progress.committed[0]:
             # Past the commit point only the release may still run: it frees the rest of
             # the old files whole at its next piece (freeing.py rule 4) instead of pacing.
@@ -279,7 +279,7 @@ class Compactor:
             await commit.run_between_fsyncs(switch)
         except BaseException as exc:
             self.cut = None
-            progress.cancelled = True
+            progress.cancel()
             online.release_files(held, old_fds, progress)  # on the loop: whole, no pauses
             progress.idle.wait(60)  # a thread step stops at its next chunk
             online.end_cut(tables)  # no thread reads the cut's sublists now
@@ -339,6 +339,12 @@ class Compactor:
             pieces: int = await online.in_thread(progress, collapse_in_pieces, ranges, pause)
         except online.Cancelled:
             pieces = 0
+        except asyncio.CancelledError:
+            # The task cancelled (`asyncio.run`'s end cancels every task, then waits for the
+            # executor's threads): the thread stops at its next pause, woken, instead of
+            # collapsing the rest of the heap a gap at a time while the loop's end waits.
+            progress.cancel()
+            raise
         except Exception as exc:  # advice only: a failure costs huge pages, never data
             log.warning("%s: the heap's collapse after a compaction stopped: %s", self._host.directory, exc)
             pieces = -1

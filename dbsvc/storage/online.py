@@ -216,14 +216,22 @@ class Cut:
 
 @dataclass(slots=True)
 class Progress:
-    """What a running compaction shares between its task, its thread and `close()`."""
+    """What a running compaction shares between its task, its thread and `close()`.
+    `woken` is set by `cancel()`: a `WallPacer` pause under way ends at once, so `close()`
+    waits for the call in flight, not for a pause (a collapse's is 0.1 s at least)."""
 
     cancelled: bool = False
     committed: list[bool] = field(default_factory=lambda: [False])
     idle: threading.Event = field(default_factory=threading.Event)
+    woken: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.idle.set()
+
+    def cancel(self) -> None:
+        """Stop the steps at their next check, and wake a pause under way."""
+        self.cancelled = True
+        self.woken.set()
 
     def check(self) -> None:
         if self.cancelled:
@@ -270,8 +278,9 @@ class WallPacer:
     file's, and each group commit's fsync queues behind the piece in flight (up to 196 ms
     at 1M, bench/README.md, wt-fork); with a pause after each, the disk is left to the
     writers' fsyncs about two thirds of the step (measured at load only: bench/README.md,
-    wt-pace). The step runs about 1 + PACE times as long. The cap bounds what a `close()`
-    waits for a pause already begun (the sleep is not woken).
+    wt-pace). The step runs about 1 + PACE times as long. A pause waits on the progress's
+    `woken`, so `Progress.cancel()` (a `close()`, a compaction starting over a collapse)
+    ends it at once; one only marked `cancelled` sleeps it out, at most the cap.
 
     `floor`: the least pause, whatever the call took (the heap's collapse passes
     heap.py's COLLAPSE_GAP, at most the cap): pieces spaced so that no request lives
@@ -292,7 +301,7 @@ class WallPacer:
     def __call__(self, took: float) -> bool:
         self.faults.check(self.name)
         if not self.progress.cancelled and took > 0:
-            time.sleep(max(min(took * PACE, MAX_WALL_PAUSE), self.floor))
+            self.progress.woken.wait(max(min(took * PACE, MAX_WALL_PAUSE), self.floor))
         return self.progress.cancelled
 
 

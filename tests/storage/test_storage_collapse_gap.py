@@ -16,6 +16,7 @@ early, so the spacing is a lower bound, not a timed guess."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from dbsvc.storage import heap, online
@@ -54,3 +55,52 @@ def test_a_pause_sleeps_its_floor_after_a_call_that_took_no_time():
     began = time.monotonic()
     assert pause(1e-9) is False
     assert time.monotonic() - began >= 0.05
+
+
+def test_a_cancel_wakes_a_pause_under_way():
+    """`Progress.cancel()` (a `close()`, a compaction starting over a collapse) ends a pause
+    begun before it: `close()` waits for the piece in flight, not for the collapse's 0.1 s
+    gap at least (test workers close stores during collapses hundreds of times a run).
+    A pause only marked `cancelled` still sleeps it out (the tests that set the flag by
+    hand rely on that bound)."""
+    progress = online.Progress()
+    pause = online.WallPacer(progress, name="collapse", floor=online.MAX_WALL_PAUSE)
+    answered: list[bool] = []
+    waiting = threading.Thread(target=lambda: answered.append(pause(1e-9)))
+    began = time.monotonic()
+    waiting.start()
+    progress.cancel()
+    waiting.join()
+    assert answered == [True] and progress.woken.is_set()
+    assert time.monotonic() - began < online.MAX_WALL_PAUSE, "the pause slept its whole floor"
+
+
+def test_a_collapse_whose_task_is_cancelled_stops_its_thread(tenant, monkeypatch):
+    """`asyncio.run`'s end cancels every task and then waits for the executor's threads: a
+    cancelled collapse task cancels its progress, so the thread stops at its next pause
+    instead of collapsing the rest a gap at a time while the loop's end waits (the tests'
+    stores, compacting inside `asyncio.run`, waited seconds each). Counted, not timed: of
+    16 pieces, the thread began at most the two around the cancel."""
+    began: list[float] = []
+    advise = heap.advise_huge_pages
+
+    def noted(ranges: list[tuple[int, int]], advice: int) -> int:
+        if advice == heap.MADV_COLLAPSE:
+            began.append(time.monotonic())
+        return advise(ranges, advice)
+
+    monkeypatch.setattr(heap, "advise_huge_pages", noted)
+    s = open_store(tenant)
+    try:
+        with huge_mapping(17 * HUGE_PAGE) as start:
+
+            async def go() -> None:
+                task = s.compactor.settle([(start, 16 * HUGE_PAGE)])
+                while not began:
+                    await asyncio.sleep(0.001)
+                task.cancel()
+
+            run(go())
+            assert 1 <= len(began) <= 2, f"{len(began)} of 16 pieces collapsed after the cancel"
+    finally:
+        s.close()
