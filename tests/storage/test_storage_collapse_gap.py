@@ -25,7 +25,8 @@ from support.heapkit import huge_mapping
 from support.storage import open_store, run
 
 
-def test_a_collapse_after_a_compaction_spaces_its_pieces_by_the_gap_at_least(tenant, monkeypatch):
+def collapse_starts(monkeypatch) -> list[float]:
+    """The start of each collapse call from now on (`advise_huge_pages` wrapped, still run)."""
     began: list[float] = []
     advise = heap.advise_huge_pages
 
@@ -35,6 +36,11 @@ def test_a_collapse_after_a_compaction_spaces_its_pieces_by_the_gap_at_least(ten
         return advise(ranges, advice)
 
     monkeypatch.setattr(heap, "advise_huge_pages", noted)
+    return began
+
+
+def test_a_collapse_after_a_compaction_spaces_its_pieces_by_the_gap_at_least(tenant, monkeypatch):
+    began = collapse_starts(monkeypatch)
     s = open_store(tenant)
     try:
         with huge_mapping(5 * HUGE_PAGE) as start:
@@ -81,15 +87,7 @@ def test_a_collapse_whose_task_is_cancelled_stops_its_thread(tenant, monkeypatch
     instead of collapsing the rest a gap at a time while the loop's end waits (the tests'
     stores, compacting inside `asyncio.run`, waited seconds each). Counted, not timed: of
     16 pieces, the thread began at most the two around the cancel."""
-    began: list[float] = []
-    advise = heap.advise_huge_pages
-
-    def noted(ranges: list[tuple[int, int]], advice: int) -> int:
-        if advice == heap.MADV_COLLAPSE:
-            began.append(time.monotonic())
-        return advise(ranges, advice)
-
-    monkeypatch.setattr(heap, "advise_huge_pages", noted)
+    began = collapse_starts(monkeypatch)
     s = open_store(tenant)
     try:
         with huge_mapping(17 * HUGE_PAGE) as start:
