@@ -18,9 +18,10 @@ G2. Each frame is checked before the group is handed on: binary, a whole header,
     the reading thread, an inline check per frame still ~1 us). The headers are joined and
     read by one `unpack` (`_heads`: a group's n headers are 16n bytes only when every message
     holds a whole header), and the offsets, CRCs and lengths are every third value of it:
-    no tuple a frame (bench/README.md, session 27, wt-rep25). When one fails, each goes to
-    `check_frame_bytes` in turn, and `BadFrame` carries the first one's reason and the good
-    frames before it, which still count (the follower applies them before it stops); the
+    no tuple a frame (bench/README.md, session 27, wt-rep25). When a check fails, each
+    message goes to `check_frame_bytes` in turn, and `BadFrame` carries the first bad one's
+    reason and the good frames before it, which still count (the follower applies them
+    before it stops); the
     messages after it are dropped, as they were never read. A stream that fails (closed,
     broken) after a bad frame of the group reports the bad frame first (G1: the error
     waits for the next read, which a bad frame stops).
