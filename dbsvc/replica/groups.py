@@ -21,10 +21,9 @@ G2. Each frame is checked before the group is handed on: binary, a whole header,
     no tuple a frame (bench/README.md, session 27, wt-rep25). When a check fails, each
     message goes to `check_frame_bytes` in turn, and `BadFrame` carries the first bad one's
     reason and the good frames before it, which still count (the follower applies them
-    before it stops); the
-    messages after it are dropped, as they were never read. A stream that fails (closed,
-    broken) after a bad frame of the group reports the bad frame first (G1: the error
-    waits for the next read, which a bad frame stops).
+    before it stops); the messages after it are dropped, as they were never read. A stream
+    that fails (closed, broken) after a bad frame of the group reports the bad frame first
+    (G1: the error waits for the next read, which a bad frame stops).
 G3. The pipeline (`Pipeline.apply`, on the event loop): a group is applied as one
     (`Store.apply_replicated_frames`: one write, one fsync), then the group before it is
     awaited until durable; with `pipelined` (more frames are waiting) this one is not, so
