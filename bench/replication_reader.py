@@ -7,9 +7,10 @@
 
 Why: a served replica's thread table (replication_threads.py) gives its reading thread's CPU
 a frame (1.3-1.5 us at load 9-13), and py-spy's samples of that thread sit mostly in
-`Condition.wait`, which read as GIL hand-overs. They are not: py-spy counts a thread that is
-runnable and waiting for its core as active, and perf by thread (cpu-clock, only while on a
-core) puts the thread's own work at ~99% of its CPU (bench/README.md, session 27, wt-rep25).
+`Condition.wait`, which read as GIL hand-overs. They are not: py-spy's samples on this host
+are not time on a core (it samples a thread asleep in `time.sleep`, and a thread runnable
+and waiting for its core), and perf by thread (cpu-clock, only while on a core) puts the
+thread's own work at ~99% of its CPU (bench/README.md, session 27, wt-rep25).
 This bench measures that work without a server, a loop or the other threads: a writer thread
 sends the frames of a tenant's log as the primary does (one binary WebSocket frame each, a
 16-bit length) over a socketpair, and the reader takes groups as the follower does
