@@ -142,3 +142,19 @@ def test_a_good_group_is_taken_whole_at_once():
     one at a time), a payload of exactly the limit included."""
     messages = [good(n) for n in range(4, 10)] + [good(10, LIMIT)]
     assert checked(messages, 4, LIMIT) is messages
+
+
+def test_groups_of_each_size_in_turn_are_checked_whole_and_their_last_frame_too():
+    """G2's joined headers are read by a layout of the group's size, a few of them kept: each
+    size in turn (one kept, one built again after others) passes a good group as it is and
+    finds a bad CRC in the group's last frame, with every frame before it good."""
+    offset = 1
+    for n in [1, 2, 3, 5, BATCH, 7, 11, 13, BATCH, 1]:
+        messages = [good(k) for k in range(offset, offset + n)]
+        assert checked(messages, offset, LIMIT) is messages
+        messages[-1] = bad("crc", offset + n - 1)
+        with pytest.raises(BadFrame) as caught:
+            checked(messages, offset, LIMIT)
+        assert caught.value.frames == messages[:-1]
+        assert caught.value.reason == one_at_a_time(messages, offset)[1]
+        offset += n
