@@ -282,9 +282,9 @@ class WallPacer:
     `woken`, so `Progress.cancel()` (a `close()`, a compaction starting over a collapse)
     ends it at once; one only marked `cancelled` sleeps it out, at most the cap.
 
-    `floor`: the least pause, whatever the call took (the heap's collapse passes
-    heap.py's COLLAPSE_GAP, at most the cap): pieces spaced so that no request lives
-    across two of them.
+    `floor`: the least pause, whatever the call took, 0 s included (the heap's collapse
+    passes heap.py's COLLAPSE_GAP, at most the cap): pieces spaced so that no request lives
+    across two of them. A pause of 0 s (no floor, a call timed at 0 s) is no wait at all.
 
     Fault hook: `faults.check(name)` in each pause (`DBSVC_FAULT=flush:N:KILL` kills in the
     Nth pause after a piece's fsync of snapshot.new or log.retained.new, before the commit
@@ -300,8 +300,9 @@ class WallPacer:
 
     def __call__(self, took: float) -> bool:
         self.faults.check(self.name)
-        if not self.progress.cancelled and took > 0:
-            self.progress.woken.wait(max(min(took * PACE, MAX_WALL_PAUSE), self.floor))
+        seconds = max(min(took * PACE, MAX_WALL_PAUSE), self.floor)
+        if not self.progress.cancelled and seconds > 0:
+            self.progress.woken.wait(seconds)
         return self.progress.cancelled
 
 

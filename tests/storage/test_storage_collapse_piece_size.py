@@ -19,7 +19,7 @@ from support.heapkit import huge_mapping, noted_advice
 
 
 def test_each_collapse_call_asks_for_one_huge_page_and_is_followed_by_a_pause(monkeypatch):
-    asked = noted_advice(monkeypatch)
+    asked = noted_advice(monkeypatch).calls
     with huge_mapping(6 * HUGE_PAGE) as start:
         pauses: list[float] = []
         pieces = collapse_in_pieces([(start, 4 * HUGE_PAGE)], lambda s: pauses.append(s) is not None)
@@ -29,7 +29,7 @@ def test_each_collapse_call_asks_for_one_huge_page_and_is_followed_by_a_pause(mo
 
 
 def test_a_pause_that_answers_true_stops_the_collapse_after_one_huge_page(monkeypatch):
-    asked = noted_advice(monkeypatch)
+    asked = noted_advice(monkeypatch).calls
     with huge_mapping(4 * HUGE_PAGE) as start:
         pieces = collapse_in_pieces([(start, 2 * HUGE_PAGE)], lambda _s: True)
     assert pieces == 1

@@ -20,7 +20,7 @@ from support.heapkit import huge_mapping, noted_advice
 
 def test_the_last_piece_is_what_is_left_and_each_pause_gets_its_pieces_time(monkeypatch):
     monkeypatch.setattr(heap, "COLLAPSE_BYTES", 2 * HUGE_PAGE)
-    asked = noted_advice(monkeypatch)
+    asked = noted_advice(monkeypatch).calls
     with huge_mapping(8 * HUGE_PAGE) as start:
         took: list[float] = []
         began = time.perf_counter()

@@ -21,7 +21,7 @@ import pytest
 
 from dbsvc.storage import files, heap
 from dbsvc.storage.heap import HUGE_PAGE, collapse_in_pieces
-from support.heapkit import huge_mapping
+from support.heapkit import huge_mapping, noted_advice
 from support.storage import check_indexes, open_store, run, user
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -119,15 +119,11 @@ def test_the_next_compaction_runs_while_the_last_ones_collapse_is_held_and_aband
 def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch, stores):
     """A store closed while its collapse is held in a pause: `close()` tells it to stop and
     waits for its thread, which collapses nothing more once the pause returns."""
-    collapses: list[int] = []
-    advise = heap.advise_huge_pages
+    noted = noted_advice(monkeypatch)
 
-    def counted(ranges: list[tuple[int, int]], advice: int) -> int:
-        if advice == heap.MADV_COLLAPSE:
-            collapses.append(len(ranges))
-        return advise(ranges, advice)
+    def collapses() -> list[int]:  # the ranges of each MADV_COLLAPSE call
+        return [len(ranges) for ranges, advice in noted.calls if advice == heap.MADV_COLLAPSE]
 
-    monkeypatch.setattr(heap, "advise_huge_pages", counted)
     gate = str(tmp_path / "gate")
     s = stores(tenant, compact_bytes=TINY)
     s.compactor.faults = files.FaultPlan(f"collapse:1:HOLD={gate}")
@@ -140,7 +136,7 @@ def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch, st
                 await s.insert("User", user(i))
             await _replace_until(s, lambda: os.path.exists(gate + ".held"), [0])
             held = started[0][1]
-            assert len(started) == 1 and collapses == [1]  # its first piece, then the held pause
+            assert len(started) == 1 and collapses() == [1]  # its first piece, then the held pause
             release.start()
             began = time.monotonic()
             s.close()
@@ -154,7 +150,7 @@ def test_close_ends_a_collapse_after_its_piece(tenant, tmp_path, monkeypatch, st
         run(go())
     finally:
         s.close()
-    assert collapses == [1]
+    assert collapses() == [1]
 
 
 @needs_thp

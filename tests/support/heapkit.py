@@ -3,15 +3,17 @@
 The collapse tests advise real memory (a kernel without the advice refuses it, and the calls
 asked are the same), so each needs a private anonymous mapping, an address inside it on a
 huge-page boundary, and the list of calls `collapse_in_pieces` made through
-`advise_huge_pages` (wrapped, still run).
+`advise_huge_pages` (wrapped, still run), with when each began where the spacing of a
+collapse's pieces is the point (test_storage_collapse_gap.py).
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -35,14 +37,31 @@ def huge_mapping(size: int) -> Iterator[int]:
         m.close()
 
 
-def noted_advice(monkeypatch: pytest.MonkeyPatch) -> Advice:
-    """Every call made through heap.advise_huge_pages from now on, in order; each still runs."""
-    asked: Advice = []
+@dataclass
+class NotedAdvice:
+    """The calls made through heap.advise_huge_pages since `noted_advice`, in order, and,
+    when it was given a clock, the clock's reading as each began (the pieces' spacing)."""
+
+    calls: Advice = field(default_factory=list)
+    began: list[float] = field(default_factory=list)  # one a call, empty without a clock
+
+    def starts(self, advice: int) -> list[float]:
+        """When each call with `advice` began (MADV_COLLAPSE: each piece of a collapse)."""
+        return [at for (_ranges, asked), at in zip(self.calls, self.began) if asked == advice]
+
+
+def noted_advice(monkeypatch: pytest.MonkeyPatch, clock: Callable[[], float] | None = None) -> NotedAdvice:
+    """Every call made through heap.advise_huge_pages from now on, each still run; with
+    `clock`, each call's start read on it too (the calls are appended as they begin, so a
+    test on the loop may poll them while a collapse runs in its thread)."""
+    noted = NotedAdvice()
     advise = heap.advise_huge_pages
 
-    def noted(ranges: list[tuple[int, int]], advice: int) -> int:
-        asked.append((list(ranges), advice))
+    def wrapped(ranges: list[tuple[int, int]], advice: int) -> int:
+        if clock is not None:
+            noted.began.append(clock())
+        noted.calls.append((list(ranges), advice))
         return advise(ranges, advice)
 
-    monkeypatch.setattr(heap, "advise_huge_pages", noted)
-    return asked
+    monkeypatch.setattr(heap, "advise_huge_pages", wrapped)
+    return noted
