@@ -10,7 +10,7 @@ import pytest
 
 from support.accesskit import guard_env
 from support.accesskit import keypair as make_keypair
-from support.server import ROOT
+from support.server import ROOT, server_pool
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +27,23 @@ def token(private, **claims) -> str:
 
 @pytest.fixture
 def guarded(serve, keypair, tmp_path):
+    """A guarded server of this test's own: for the tests that write, or stop it to read its log."""
     _private, path = keypair
     data = tmp_path / "data"
     (data / "acme").mkdir(parents=True)
     return serve(data_dir=data, env=guard_env(path))
+
+
+@pytest.fixture(scope="module")
+def refusing(keypair, tmp_path_factory):
+    """One guarded server for the module's tests of refused and token-free requests: a
+    refused request writes nothing and an operational route writes nothing, so each of them
+    sees the same empty tenant, whatever ran before it."""
+    _private, path = keypair
+    data = tmp_path_factory.mktemp("refusing") / "data"
+    (data / "acme").mkdir(parents=True)
+    with server_pool(data) as pool:
+        yield pool(data_dir=data, env=guard_env(path))
 
 
 def test_valid_token_reaches_crud(guarded, keypair):
@@ -39,40 +52,41 @@ def test_valid_token_reaches_crud(guarded, keypair):
     assert guarded.get("/api/user", headers=auth).json["total"] == 1
 
 
-def test_missing_token_is_401_with_bare_challenge(guarded):
-    reply = guarded.get("/api/user")
+def test_missing_token_is_401_with_bare_challenge(refusing):
+    reply = refusing.get("/api/user")
     assert reply.status == 401
     assert reply.json["code"] == "unauthorized"
     assert reply.headers["www-authenticate"] == 'Bearer realm="dbsvc"'
 
 
 @pytest.mark.parametrize("bad", ["garbage", "a.b.c", "Bearer", "Basic dXNlcjpwYXNz"])
-def test_malformed_token_is_401_invalid_token(guarded, bad):
+def test_malformed_token_is_401_invalid_token(refusing, bad):
     value = bad if bad.startswith(("Bearer", "Basic")) else f"Bearer {bad}"
-    reply = guarded.get("/api/user", headers={"Authorization": value})
+    reply = refusing.get("/api/user", headers={"Authorization": value})
     assert reply.status == 401, reply
     assert reply.json["code"] == "unauthorized"
 
 
-def test_expired_token_is_401_invalid_token(guarded, keypair):
-    reply = guarded.get(
+def test_expired_token_is_401_invalid_token(refusing, keypair):
+    reply = refusing.get(
         "/api/user", headers={"Authorization": f"Bearer {token(keypair[0], exp=int(time.time()) - 3600)}"}
     )
     assert reply.status == 401
     assert 'error="invalid_token"' in reply.headers["www-authenticate"]
 
 
-def test_wrong_tenant_is_403_without_data(guarded, keypair):
+def test_wrong_tenant_is_403_without_data(refusing, keypair):
     auth = {"Authorization": f"Bearer {token(keypair[0], tenant='other')}"}
-    reply = guarded.get("/api/user", headers=auth)
+    reply = refusing.get("/api/user", headers=auth)
     assert reply.status == 403
     assert reply.json["code"] == "forbidden"
     assert "data" not in reply.json and "acme" not in reply.body.decode()
 
 
-def test_operational_routes_need_no_token(guarded):
+def test_operational_routes_need_no_token(refusing):
     for path in ("/health", "/ready", "/metrics", "/snapshot"):
-        assert guarded.get(path).status == 200, path
+        assert refusing.get(path).status == 200, path
+    assert refusing.get("/metrics").json["total_rows"] == 0  # no refused request of the module wrote
 
 
 def test_guard_on_without_tenant_refuses_to_start(keypair, tmp_path):

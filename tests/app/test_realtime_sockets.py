@@ -145,27 +145,39 @@ def idp(tmp_path_factory):
 
 @pytest.fixture
 def guarded(serve, idp, tmp_path):
+    """A guarded server of the test's own, for a test that writes or holds a socket open."""
     return serve(data_dir=idp.data_dir(f"data-{tmp_path.name}"), env=idp.server_env(SERVICE_JWT_LEEWAY="0"))
 
 
-def test_guarded_feed_without_token_is_401(guarded):
-    status, problem, headers = run(refusal(guarded, "/subscribe/user"))
+@pytest.fixture(scope="module")
+def guarded_refusing(idp):
+    """One guarded server for the module's refused upgrades: a refusal writes nothing and
+    opens no socket, so each sees the same empty tenant; its teardown checks that."""
+    data = idp.data_dir("data-refusing")
+    with server_pool(data) as pool:
+        server = pool(data_dir=data, env=idp.server_env(SERVICE_JWT_LEEWAY="0"))
+        yield server
+        assert server.get("/snapshot").json["offset"] == 0, "a refused upgrade wrote"
+
+
+def test_guarded_feed_without_token_is_401(guarded_refusing):
+    status, problem, headers = run(refusal(guarded_refusing, "/subscribe/user"))
     assert (status, problem["code"]) == (401, "unauthorized")
     assert headers["www-authenticate"] == 'Bearer realm="dbsvc"'
 
 
 @pytest.mark.parametrize("how", ["header", "subprotocol"])
-def test_bad_and_foreign_tokens_are_refused_before_the_upgrade(guarded, idp, how):
+def test_bad_and_foreign_tokens_are_refused_before_the_upgrade(guarded_refusing, idp, how):
     def offer(value):
         if how == "header":
             return {"additional_headers": {"Authorization": f"Bearer {value}"}}
         return {"subprotocols": ["bearer", f"bearer.{value}"]}
 
     async def body():
-        status, problem, headers = await refusal(guarded, "/subscribe/user", **offer("not.a.token"))
+        status, problem, headers = await refusal(guarded_refusing, "/subscribe/user", **offer("not.a.token"))
         assert (status, problem["code"]) == (401, "unauthorized")
         assert 'error="invalid_token"' in headers["www-authenticate"]
-        status, problem, _ = await refusal(guarded, "/live-query/user", **offer(idp.token(tenant="other")))
+        status, problem, _ = await refusal(guarded_refusing, "/live-query/user", **offer(idp.token(tenant="other")))
         assert (status, problem["code"]) == (403, "forbidden")
 
     run(body())
@@ -395,19 +407,28 @@ MALFORMED_FRAMES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def framed(tmp_path_factory):
+    """One server for the malformed-frame cases: each writes a user of its own (its email
+    from its code and name), compares the list before and after its frame, and waits for the
+    server to close the connection, so no case sees another's socket or a change it made."""
+    with server_pool(tmp_path_factory.mktemp("framed") / "data") as pool:
+        yield pool()
+
+
 # ids by name: the frames hold random masks, and test ids must be the same in every collection
 @pytest.mark.parametrize("name, frame, code", MALFORMED_FRAMES, ids=[case[0] for case in MALFORMED_FRAMES])
-def test_malformed_frames_close_with_their_code_and_lose_nothing(blog, name, frame, code):
-    assert blog.post("/api/user", {"email": f"{code}-{len(name)}@x.io", "name": "Ann"}).status == 201
-    before = blog.get("/api/user").json
-    sock = raw_websocket(blog.port, "/subscribe/user")
+def test_malformed_frames_close_with_their_code_and_lose_nothing(framed, name, frame, code):
+    assert framed.post("/api/user", {"email": f"{code}-{len(name)}@x.io", "name": "Ann"}).status == 201
+    before = framed.get("/api/user").json
+    sock = raw_websocket(framed.port, "/subscribe/user")
     sock.sendall(frame)
     frames = server_frames(_read_until_eof(sock))  # the server closes TCP itself
     sock.close()
     assert frames and frames[-1][0] == 8, frames
     assert int.from_bytes(frames[-1][1][:2], "big") == code, name
-    assert blog.get("/api/user").json == before
-    assert blog.get("/metrics").json["realtime"]["subscriptions"] == 0
+    assert framed.get("/api/user").json == before
+    assert framed.get("/metrics").json["realtime"]["subscriptions"] == 0
 
 
 def test_a_client_close_is_echoed_and_the_server_closes_tcp(idle):

@@ -286,12 +286,14 @@ def test_import_is_refused_and_export_takes_a_copy_while_a_server_holds_the_tena
     assert live.stdout == from_backup.stdout == direct.stdout and len(direct.stdout.splitlines()) == 128
 
 
-def test_export_as_of_reads_a_model_at_a_past_watermark(data, seeded):
-    done = cli(data, "export", SCHEMA, "user", "--as-of", "3", "-q")
+def test_export_as_of_reads_a_model_at_a_past_watermark(data, seeded, cli_in_process):
+    done = cli_in_process(data, "export", SCHEMA, "user", "--as-of", "3", "-q")
     assert done.returncode == 0, done.stderr
     assert [json.loads(line)["record"]["id"] for line in done.stdout.splitlines()] == [1, 2, 3]
     # watermark 31 is the replace of user 4 (row 31 of User): before it, the old email
-    done = cli(data, "export", SCHEMA, "User", "BlogPost", "--as-of", "User=30", "--as-of", "BlogPost=1", "-q")
+    done = cli_in_process(
+        data, "export", SCHEMA, "User", "BlogPost", "--as-of", "User=30", "--as-of", "BlogPost=1", "-q"
+    )
     assert done.returncode == 0, done.stderr
     got = [json.loads(line) for line in done.stdout.splitlines()]
     assert [g["record"]["email"] for g in got if g["record"]["id"] == 4 and g["model"] == "User"] == ["u4@example.com"]
@@ -316,12 +318,14 @@ def test_export_refuses_bad_models_and_watermarks(data, seeded, tmp_path, args, 
     assert not out.exists() and not Path(f"{out}.tmp").exists()
 
 
-def test_commands_refuse_a_missing_tenant_and_a_bad_name(data, tmp_path):
-    done = cli(data, "export", SCHEMA, tenant="ghost")
+def test_commands_refuse_a_missing_tenant_and_a_bad_name(data, tmp_path, cli_in_process):
+    # the commands' own refusals, in process: the launcher's exit statuses are run as a
+    # subprocess by the lock test above and by test_datatools_backup.py's refusals
+    done = cli_in_process(data, "export", SCHEMA, tenant="ghost")
     assert done.returncode == 1 and "dbsvc tenant create ghost" in done.stderr
-    done = cli(data, "export", SCHEMA, tenant="../etc")
+    done = cli_in_process(data, "export", SCHEMA, tenant="../etc")
     assert done.returncode == 2 and "invalid tenant name" in done.stderr
-    done = cli(data, "import", SCHEMA, str(tmp_path / "missing.jsonl"))
+    done = cli_in_process(data, "import", SCHEMA, str(tmp_path / "missing.jsonl"))
     assert done.returncode == 2 and f"cannot import {str(tmp_path / 'missing.jsonl')!r}: no such file" in done.stderr
 
 

@@ -154,26 +154,29 @@ def image(data: Path) -> dict[str, bytes]:
     return {name: blob for name, blob in dir_image(data).items() if not name.endswith("LOCK")}
 
 
-def refused(data: Path, *args: str, served: bool = True) -> str:
-    """Run `import ARGS` on tenant t, empty (head 0) and, when `served`, opened once by the
-    blog schema; it must fail and leave every byte as it was. Its standard error."""
+def refused(data: Path, run, *args: str, served: bool = True) -> str:
+    """Run `import ARGS` through `run` on tenant t, empty (head 0) and, when `served`, opened
+    once by the blog schema; it must fail and leave every byte as it was. Its standard error.
+    `run` is the `cli_in_process` fixture: these are import's own checks, which cost less than
+    a Python start each; a refused import still runs as a subprocess in the tests of a tenant
+    holding rows, of FILE given with --frames, and of an empty file."""
     create_tenant(str(data), "t")
     if served:
         open_store(str(data / "t")).close()
     before = image(data)
     assert ("t/log" in before) == served
-    done = cli(data, "import", *args)
+    done = run(data, "import", *args)
     assert done.returncode != 0, done.stderr
     assert image(data) == before, "a refused import changed the tenant"
     return done.stderr
 
 
-def test_damaged_frame_is_refused_naming_byte_and_offset(data, frames):
+def test_damaged_frame_is_refused_naming_byte_and_offset(data, frames, cli_in_process):
     blob = bytearray(frames.read_bytes())
     third = frame_starts(frames)[2]
     blob[third + 20] ^= 0x01
     frames.write_bytes(bytes(blob))
-    err = refused(data, SCHEMA, "--frames", str(frames))
+    err = refused(data, cli_in_process, SCHEMA, "--frames", str(frames))
     assert f"corrupt at byte {third}: the frame of offset 3: payload checksum mismatch" in err
 
 
@@ -209,26 +212,26 @@ def test_a_tenant_holding_rows_is_refused(data, frames):
     assert image(data) == before
 
 
-def test_frames_of_a_model_the_schema_lacks_are_refused(data, frames):
-    err = refused(data, NOTES, "--frames", str(frames), served=False)
+def test_frames_of_a_model_the_schema_lacks_are_refused(data, frames, cli_in_process):
+    err = refused(data, cli_in_process, NOTES, "--frames", str(frames), served=False)
     assert f"{frames}: offset 1: unknown model 'User'" in err
 
 
-def test_a_file_started_after_offset_1_is_refused(data, frames):
+def test_a_file_started_after_offset_1_is_refused(data, frames, cli_in_process):
     blob = frames.read_bytes()
     frames.write_bytes(blob[frame_starts(frames)[3] :])
-    err = refused(data, SCHEMA, "--frames", str(frames))
+    err = refused(data, cli_in_process, SCHEMA, "--frames", str(frames))
     assert "starts at offset 4, expected 1: it holds the changes after offset 3" in err
 
 
-def test_a_history_record_that_does_not_verify_is_refused(data, frames):
+def test_a_history_record_that_does_not_verify_is_refused(data, frames, cli_in_process):
     history = Path(str(frames) + ".history")
     history.write_bytes(b"0badc0de {\"format\":1,\"id\":\"00\",\"forks\":[]}\n")
-    err = refused(data, SCHEMA, "--frames", str(frames))
+    err = refused(data, cli_in_process, SCHEMA, "--frames", str(frames))
     assert f"{history}: corrupt at byte 0" in err
 
 
-def test_a_late_bad_frame_writes_nothing(data, frames):
+def test_a_late_bad_frame_writes_nothing(data, frames, cli_in_process):
     """A frame that fails the replica's checks after good ones (an update of an absent id):
     nothing of the good ones reaches the tenant."""
     blob = frames.read_bytes()
@@ -239,7 +242,7 @@ def test_a_late_bad_frame_writes_nothing(data, frames):
     ).encode()
     frame = (7).to_bytes(8, "big") + zlib.crc32(payload).to_bytes(4, "big") + len(payload).to_bytes(4, "big")
     frames.write_bytes(head + frame + payload)
-    err = refused(data, SCHEMA, "--frames", str(frames))
+    err = refused(data, cli_in_process, SCHEMA, "--frames", str(frames))
     assert "offset 7:" in err and "99" in err
 
 
@@ -277,8 +280,8 @@ def test_watermarks_that_restart_midway_are_renumbered(data, frames):
         store.close()
 
 
-def test_a_directory_or_an_empty_file_is_refused(data, tmp_path):
-    err = refused(data, SCHEMA, "--frames", str(tmp_path))
+def test_a_directory_or_an_empty_file_is_refused(data, tmp_path, cli_in_process):
+    err = refused(data, cli_in_process, SCHEMA, "--frames", str(tmp_path))
     assert f"--frames {str(tmp_path)!r}: not a file" in err
     empty = tmp_path / "empty.log"
     empty.write_bytes(b"")

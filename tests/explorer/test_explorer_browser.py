@@ -1,8 +1,9 @@
 """The explorer in a real browser (headless Chromium through Selenium): what a person sees.
 
-Each test starts its own server (`python dbsvc.py serve schemas/blog.dbs` on port 0), writes
-through the HTTP API with `http.client`, and checks the page against what `GET /api/...`
-answers. The guide's screenshots (docs/img/explorer-*.png) are taken here, so they show the
+Each test that writes, restarts or guards starts its own server (`python dbsvc.py serve
+schemas/blog.dbs` on port 0); the tests that only read share one seeded server (`seeded`).
+Records are written through the HTTP API with `http.client`, and the page is checked against
+what `GET /api/...` answers. The guide's screenshots (docs/img/explorer-*.png) are taken here, so they show the
 page as it is.
 """
 
@@ -21,6 +22,7 @@ from selenium.webdriver.support.ui import Select
 
 from support.explorer_kit import cell, open_explorer, row_ids, screenshot, wait_for, wait_for_page
 from support.idp import TestIdp
+from support.server import server_pool
 
 PEOPLE = [
     ("ann@example.com", "Ann", 31, "admin"),
@@ -49,6 +51,18 @@ def seed(server, headers: dict | None = None) -> list[int]:
     return ids
 
 
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory):
+    """One server holding `seed`'s records for the module's tests that only read: none of them
+    writes (the table, filters, sorts, the search box, a refused filter, a model's filter
+    boxes), so each sees exactly the seeded records, whatever ran before it. No token is set
+    on its origin, so the tab's session storage carries nothing from one test to the next."""
+    with server_pool(tmp_path_factory.mktemp("seeded") / "data") as pool:
+        server = pool()
+        seed(server)
+        yield server
+
+
 def api_ids(server, query: dict, headers: dict | None = None) -> list[str]:
     reply = server.get("/api/user?" + urlencode(query), headers=headers)
     assert reply.status == 200, reply
@@ -65,9 +79,8 @@ def shift_click(driver, element) -> None:
     ActionChains(driver).key_down(Keys.SHIFT).click(element).key_up(Keys.SHIFT).perform()
 
 
-def test_table_lists_the_seeded_records(serve, page):
-    server = serve()
-    seed(server)
+def test_table_lists_the_seeded_records(seeded, page):
+    server = seeded
     open_explorer(page, server.port)
     wait_for_page(page, "/api/user?limit=20")
     listed = server.get("/api/user?limit=20").json["data"]
@@ -95,9 +108,8 @@ def test_table_lists_the_seeded_records(serve, page):
     screenshot(page, "explorer-list")
 
 
-def test_filter_and_multi_key_sort_show_exactly_what_the_api_returns(serve, page):
-    server = serve()
-    seed(server)
+def test_filter_and_multi_key_sort_show_exactly_what_the_api_returns(seeded, page):
+    server = seeded
     open_explorer(page, server.port)
     wait_for_page(page, "/api/user?limit=20")
 
@@ -136,9 +148,8 @@ def test_filter_and_multi_key_sort_show_exactly_what_the_api_returns(serve, page
     assert headings == ["id", "name"]
 
 
-def test_a_model_with_search_fields_has_a_search_box_whose_words_filter_the_table(serve, page):
-    server = serve()
-    seed(server)
+def test_a_model_with_search_fields_has_a_search_box_whose_words_filter_the_table(seeded, page):
+    server = seeded
     open_explorer(page, server.port, "#/user")
     wait_for_page(page, "/api/user?limit=20")
     assert not page.find_elements(By.CSS_SELECTOR, '#filters input[name="search"]')  # User has no @search field
@@ -152,9 +163,8 @@ def test_a_model_with_search_fields_has_a_search_box_whose_words_filter_the_tabl
     assert row_ids(page) == [str(r["id"]) for r in reply.json["data"]] == ["2"]
 
 
-def test_a_bad_filter_value_shows_the_services_problem_and_the_data_stays(serve, page):
-    server = serve()
-    seed(server)
+def test_a_bad_filter_value_shows_the_services_problem_and_the_data_stays(seeded, page):
+    server = seeded
     open_explorer(page, server.port, "#/blog-post?score=abc")
     wait_for_page(page, "/api/blog-post?score=abc&limit=20", state="error")
     status = page.find_element(By.ID, "status")
@@ -323,9 +333,9 @@ def test_a_token_for_another_tenant_is_refused_and_shows_nothing(serve, page, tm
     assert row_ids(page) == []
 
 
-def test_a_model_with_refs_gets_its_filters_and_no_expand_box(serve, page):
+def test_a_model_with_refs_gets_its_filters_and_no_expand_box(seeded, page):
     """`expand` is a comma list (an array parameter, form style, not exploded), not a filter."""
-    server = serve()
+    server = seeded
     open_explorer(page, server.port, "#/blog-post")
     wait_for_page(page, "/api/blog-post?limit=20")
     boxes = [e.get_attribute("name") for e in page.find_elements(By.CSS_SELECTOR, "#filters select, #filters input")]

@@ -18,7 +18,7 @@ import pytest
 from dbsvc.explorer import explorer_enabled
 from dbsvc.explorer.page import ASSETS
 from support.idp import TestIdp
-from support.server import ROOT
+from support.server import ROOT, server_pool
 
 EXPLORER_DIR = ROOT / "dbsvc" / "explorer"
 BLOG = ROOT / "schemas" / "blog.dbs"
@@ -33,8 +33,17 @@ def asset_bytes(name: str) -> bytes:
     return (EXPLORER_DIR / ASSETS[name][0]).read_bytes()
 
 
-def test_page_and_assets_are_served_with_a_strict_policy(serve):
-    server = serve()
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One default server (loopback, no guard: the explorer on) for the module's tests that
+    only read the page, its assets, its refusals and the OpenAPI document: none writes
+    (the refused POST included), so none sees another's traces."""
+    with server_pool(tmp_path_factory.mktemp("served") / "data") as pool:
+        yield pool()
+
+
+def test_page_and_assets_are_served_with_a_strict_policy(served):
+    server = served
     for name, (filename, content_type) in ASSETS.items():
         reply = server.get(f"/_/{name}")
         assert reply.status == 200, (name, reply)
@@ -61,8 +70,8 @@ def test_the_documented_headers_are_the_ones_served():
         assert f"`{header}`" in text, header
 
 
-def test_explorer_paths_answer_redirect_405_and_404(serve):
-    server = serve()
+def test_explorer_paths_answer_redirect_405_and_404(served):
+    server = served
     redirect = server.get("/_")
     assert redirect.status == 308 and redirect.headers["location"] == "/_/"
     refused = server.request("POST", "/_/", body={"a": 1})
@@ -75,8 +84,8 @@ def test_explorer_paths_answer_redirect_405_and_404(serve):
     assert server.get("/api/user").status == 200  # the API is untouched
 
 
-def test_the_openapi_document_does_not_describe_the_explorer(serve):
-    paths = serve().get("/openapi.json").json["paths"]
+def test_the_openapi_document_does_not_describe_the_explorer(served):
+    paths = served.get("/openapi.json").json["paths"]
     assert not [p for p in paths if p.startswith("/_")]
 
 

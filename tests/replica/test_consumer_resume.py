@@ -22,7 +22,7 @@ from support.consumer_kit import (
     write_users,
 )
 from support.ports import free_port
-from support.server import ROOT, start_server
+from support.server import ROOT, server_pool, start_server
 from support.storage import file_offsets
 
 
@@ -71,13 +71,23 @@ def test_it_reconnects_to_a_restarted_server_and_goes_on(tmp_path):
             server.stop()
 
 
+@pytest.fixture(scope="module")
+def eight_users(tmp_path_factory):
+    """One blog server holding eight users for the torn-tail cases: each writes a replica
+    file of its own and none writes to the server, so the three read the same frames."""
+    with server_pool(tmp_path_factory.mktemp("torn") / "data") as pool:
+        server = pool()
+        write_users(server.port, 8, "a")
+        yield server
+
+
 @pytest.mark.parametrize("tail", ["half frame", "header only", "zeros"])
-def test_a_torn_tail_is_cut_and_the_run_resumes(serve, tmp_path, tail):
-    server = serve()
-    write_users(server.port, 6, "a")
+def test_a_torn_tail_is_cut_and_the_run_resumes(eight_users, tmp_path, tail):
+    server = eight_users
     out = tmp_path / "replica.log"
     follow(tmp_path, server, out)
-    write_users(server.port, 2, "b")
+    with open(out, "r+b") as f:  # where a run stopped at offset 6 left it
+        f.truncate(len(server_frames(server, 0, 6)))
     seventh = server_frames(server, 6, 1)
     torn = {"half frame": seventh[: len(seventh) // 2], "header only": seventh[:9], "zeros": b"\0" * 4096}[tail]
     good_size = out.stat().st_size
