@@ -72,7 +72,8 @@ from operator import is_, itemgetter
 from typing import Any
 
 from dbsvc.admission import SecondAsk
-from dbsvc.storage.rows import Stored, Values, layout, record_json, unpack
+from dbsvc.storage.rows import Stored, Values, layout, unpack
+from dbsvc.storage.rows import sent as sent_json
 
 SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
 SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
@@ -222,14 +223,14 @@ class ShownDicts:
         if entry is not None and entry[0] is stored:
             text = entry[2]
             if text is None:
-                text = record_json(self._layout, self._count, stored)
+                text = sent_json(stored)
                 if text is None:  # an entry without its JSON holds its dict
                     return entry[1]
                 if self._shown.get(id_) is entry:  # not evicted meanwhile by a miss of this page
                     self._shown[id_] = (stored, entry[1], text)
                     self._weight += len(text)
             return text
-        text = record_json(self._layout, self._count, stored)
+        text = sent_json(stored)
         if entry is not None or self.admits(id_):
             if text is not None:  # kept as its JSON alone: no decode until a dict is asked for
                 self.remember(id_, stored, None, text)
@@ -251,7 +252,6 @@ class ShownDicts:
         pays one `SecondAsk` test a miss, not `admits`, `_within` and the count's
         `__len__` too, three Python calls (bench/README.md, wt-filt2)."""
         shown, capacity, seen = self._shown, self.capacity, self._seen
-        layout, count = self._layout, self._count
         growing = len(shown) < capacity or self._within()
         refused = 0
         out: list[Any] = []
@@ -264,7 +264,7 @@ class ShownDicts:
                     append(self._json(id_, stored, entry))
                     growing = len(shown) < capacity or self._within()
                 continue
-            text = record_json(layout, count, stored)
+            text = sent_json(stored)
             if growing or seen.admits(id_):
                 if text is not None:  # kept as its JSON alone: no decode until a dict is asked for
                     self.remember(id_, stored, None, text)
@@ -289,7 +289,7 @@ class ShownDicts:
             if record is None:  # kept with its JSON alone: its Link reads its dict
                 record = self._decoded(id_, entry)
             if text is None:  # (never None without its dict)
-                text = record_json(self._layout, self._count, stored)
+                text = sent_json(stored)
                 if text is None:
                     return record
                 if self._shown.get(id_) is entry:  # not evicted meanwhile by a miss of this page
@@ -297,7 +297,7 @@ class ShownDicts:
                     self._weight += len(text)
         else:
             record = self._decode(unpack(stored))
-            text = record_json(self._layout, self._count, stored)
+            text = sent_json(stored)
             if entry is not None or self.admits(id_):
                 self.remember(id_, stored, record, text)
             else:

@@ -1,7 +1,8 @@
-"""A list page's records from their stored text (issue 36 item 2, wt-rand3): a record whose
-dict a page would make and drop comes as its JSON cut from its stored form (rows.py
-`record_json`, shown.py `ShownDicts.page` with texts), and the page's body is byte for byte
-the body the dicts gave: random pages of a real store (files in a temporary directory)
+"""A stored record is its record's JSON, `compact_json(record)` (session 27, wt-objform), and
+a list page's records are their stored texts (shown.py `ShownDicts.page` with texts); an
+array row of an older snapshot (formats 1-3) is made that object by a cut (rows.py
+`row_object`): every value kind, byte for byte. The page's body is byte for byte the body
+the dicts gave: random pages of a real store (files in a temporary directory)
 whose dict cache is full, over unicode, escapes, floats, nulls, `json` values, values
 holding commas, quotes and brackets of their own (session 18), records reshaped by an
 added field; the last record of a page stays a dict; what is kept is
@@ -16,7 +17,8 @@ import pytest
 from dbsvc.readcache import EncodedRecords
 from dbsvc.runtime import Query, json_bytes
 from dbsvc.storage import Store, shown
-from dbsvc.storage.rows import layout, pack, record_json, unpack
+from dbsvc.runtime import compact_json
+from dbsvc.storage.rows import layout, pack, row_object, sent, unpack
 from support.storage import BLOG, ROOT, open_store, post, run, user
 
 POST = BLOG.BY_NAME["BlogPost"]
@@ -32,14 +34,27 @@ def dict_json(values) -> bytes:  # noqa: ANN001 (a record's values)
     return json_bytes(POST.decode(values))
 
 
+def record_json(shape: bytes, count: int, values) -> bytes | None:  # noqa: ANN001 (a record's values)
+    """The object an older snapshot's array row of `values` is made (rows.py `row_object`)."""
+    return row_object(shape, count, compact_json(list(values)).encode("utf-8", "surrogatepass"))
+
+
+def stored_of(values) -> bytes:  # noqa: ANN001 (a record's values)
+    """The stored form of a post's values, held to be its record's JSON byte for byte."""
+    stored = pack(POST.fields, values)
+    assert stored == compact_json(POST.decode(values)).encode("utf-8", "surrogatepass")
+    assert unpack(stored) == list(values)
+    return stored
+
+
 @pytest.mark.parametrize("tags", TAGS)
 @pytest.mark.parametrize("text", STRINGS)
 def test_record_json_is_the_dict_json_or_none(text, tags):
     for score in FLOATS:
         values = [7, 2, text, text[::-1], score < 1, score, tags]
-        stored = pack(values)
-        made = record_json(POST_LAYOUT, len(POST.fields), stored)
-        assert made is None or made == dict_json(unpack(stored))
+        stored = stored_of(values)
+        made = record_json(POST_LAYOUT, len(POST.fields), values)
+        assert made is None or made == dict_json(unpack(stored)) == stored
 
 
 @pytest.mark.parametrize(
@@ -58,14 +73,16 @@ def test_record_json_is_the_dict_json_or_none(text, tags):
     ],
 )
 def test_record_json_cuts_a_value_holding_commas_as_the_dict_json(values):
-    stored = pack(values)
-    made = record_json(POST_LAYOUT, len(POST.fields), stored)
+    stored = stored_of(values)
+    made = record_json(POST_LAYOUT, len(POST.fields), values)
     assert made is not None  # before: None, and the record decoded
     assert made == dict_json(unpack(stored))
 
 
 def test_record_json_leaves_a_lone_surrogate_to_the_decode():
-    assert record_json(POST_LAYOUT, len(POST.fields), pack([1, 2, "\ud800", "b,c", True, 1.5, None])) is None
+    values = [1, 2, "\ud800", "b,c", True, 1.5, None]
+    assert record_json(POST_LAYOUT, len(POST.fields), values) is None
+    assert sent(stored_of(values)) is None  # sent as its dict, which the app encodes
 
 
 def test_record_json_cuts_records_of_every_value_type_and_their_commas():
@@ -87,8 +104,7 @@ def test_record_json_cuts_records_of_every_value_type_and_their_commas():
 
     for i in range(3000):
         values = [i, rng.randint(-(2**63), 2**63 - 1), text(), text(), rng.random() < 0.5, rng.choice(FLOATS), nested()]
-        stored = pack(values)
-        assert record_json(POST_LAYOUT, len(POST.fields), stored) == dict_json(values)
+        assert record_json(POST_LAYOUT, len(POST.fields), values) == dict_json(values) == stored_of(values)
 
 
 def test_record_json_cuts_records_of_every_value_type():
@@ -99,8 +115,8 @@ def test_record_json_cuts_records_of_every_value_type():
         values = [i, rng.randint(-(2**63), 2**63 - 1), rng.choice(strings), rng.choice(strings)]
         values += [rng.choice([True, False]), rng.choice(FLOATS + [rng.random() * 10 ** rng.randint(-30, 30)])]
         values.append(rng.choice([None, [], ["x"], {"k": None}, 0]))
-        stored = pack(values)
-        out = record_json(POST_LAYOUT, len(POST.fields), stored)
+        stored_of(values)
+        out = record_json(POST_LAYOUT, len(POST.fields), values)
         assert out is not None  # no value holds a surrogate (commas: cut since session 18)
         assert out == dict_json(values)
         made += 1
@@ -203,7 +219,14 @@ def test_texts_keep_what_dicts_kept(posts, monkeypatch):
 
 
 def cut(live, ids) -> bool:  # noqa: ANN001 (a table's live map)
-    return all(record_json(POST_LAYOUT, len(POST.fields), live[i]) is not None for i in ids)
+    return all(sent(live[i]) is not None for i in ids)
+
+
+def test_every_stored_record_of_a_real_store_is_its_record_json(store):
+    table = store.table("BlogPost")
+    for id_, stored in table.live.items():
+        record, _watermark = store.get("BlogPost", id_)
+        assert stored == compact_json(record).encode("utf-8", "surrogatepass")
 
 
 def test_a_texts_page_of_kept_records_is_their_kept_json_found_with_their_dicts(store):
