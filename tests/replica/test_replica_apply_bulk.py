@@ -13,11 +13,10 @@ import random
 import pytest
 
 from dbsvc.errors import Unavailable
-from dbsvc.runtime import Query
+from dbsvc.runtime import Query, compact_json
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.idmap import IdMap
-from dbsvc.runtime import compact_json
 from dbsvc.storage.rows import pack, pack_many
 from dbsvc.storage.tableruns import insert_run
 from dbsvc.storage.tenants import create_tenant

@@ -15,9 +15,8 @@ import random
 import pytest
 
 from dbsvc.readcache import EncodedRecords
-from dbsvc.runtime import Query, json_bytes
+from dbsvc.runtime import Query, compact_json, json_bytes
 from dbsvc.storage import Store, shown
-from dbsvc.runtime import compact_json
 from dbsvc.storage.rows import layout, pack, row_object, sent, unpack
 from support.storage import BLOG, ROOT, open_store, post, run, user
 

@@ -86,7 +86,11 @@ UPDATES = [
 @pytest.mark.parametrize("old, new", UPDATES)
 def test_pack_update_gives_the_previous_record_s_json_byte_for_byte(old, new):
     previous, record = dict(zip(FIELDS, old)), dict(zip(FIELDS, new))
-    assert pack_update(FIELDS, record, new, previous, old) == (stored_json(record), compact_json(record), compact_json(previous))
+    assert pack_update(FIELDS, record, new, previous, old) == (
+        stored_json(record),
+        compact_json(record),
+        compact_json(previous),
+    )
 
 
 SCALARS = st.one_of(
@@ -102,7 +106,11 @@ VALUES = st.tuples(SCALARS, SCALARS, SCALARS, st.one_of(SCALARS, st.lists(SCALAR
 @given(VALUES, VALUES)
 def test_pack_update_agrees_with_two_encodings_on_any_values(old, new):
     previous, record = dict(zip(FIELDS, old)), dict(zip(FIELDS, new))
-    assert pack_update(FIELDS, record, new, previous, old) == (stored_json(record), compact_json(record), compact_json(previous))
+    assert pack_update(FIELDS, record, new, previous, old) == (
+        stored_json(record),
+        compact_json(record),
+        compact_json(previous),
+    )
     assert pack_shown(FIELDS, record, new) == (stored_json(record), compact_json(record))
 
 

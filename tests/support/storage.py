@@ -192,7 +192,9 @@ def load_values(table, rows: list, max_id: int = 0) -> None:
     """`Table.load_base` of records given as their values (ascending ids), as the snapshot
     reader hands them: stored records and the index key columns."""
     fields, keys = table.model.fields, table.keys
-    table.load_base([pack(fields, r) for r in rows], {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}, max_id)
+    table.load_base(
+        [pack(fields, r) for r in rows], {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}, max_id
+    )
 
 
 def opened_users(tenant: str, **kw) -> tuple[dict, dict]:
