@@ -138,7 +138,7 @@ def _block(
     posts) is copied once into the joined rows and once into the block, not seven times."""
     texts: Sequence[Any] = rows  # sliced and joined below, never copied whole
     if set(map(type, rows)) != _BYTES:
-        texts = [r if type(r) is bytes else pack(fields, r) for r in rows]  # type: ignore[arg-type]
+        texts = [r if type(r) is bytes else _row_text(fields, r) for r in rows]
     values: Iterable[Any] = rows
     if positions and type(rows[0]) is bytes:
         parsed: list[Any] = []
@@ -156,6 +156,15 @@ def _block(
     joined = ROW_END.join(texts)
     crc = zlib.crc32(b"]", zlib.crc32(joined, zlib.crc32(b"[")))  # the line's text is [joined]
     return b"".join((_line(keys), b"%08x [" % crc, joined, b"]\n", _line(written)))
+
+
+def _row_text(fields: Sequence[str], row: Any) -> bytes:
+    """A row given as its values, as its record's object (rows.py `pack`); anything but
+    a list of one value a field (an image edited by hand) as its own JSON, which the reader
+    refuses as not a row of the model (snapshotreader.py `_values`), as it was given."""
+    if type(row) in (list, tuple) and len(row) == len(fields):
+        return pack(fields, row)
+    return compact_json(row).encode("utf-8", "surrogatepass")
 
 
 def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:

@@ -318,19 +318,21 @@ def model_windows(path: str, part: ModelPart) -> Iterator[Window]:
         for rows, texts in _windows(path, part.name, line):
             count += len(rows)
             if part.objects:
-                rows = _values(path, part, line, rows)
+                rows = _values(path, part, rows)
             yield rows, texts
     if count != part.count:
         raise CorruptLog(path, part.position, f"model {part.name!r}: {count} rows, header says {part.count}")
 
 
-def _values(path: str, part: ModelPart, line: RowsLine, rows: list) -> list:
+def _values(path: str, part: ModelPart, rows: list) -> list:
     """The values of a window of format-4 rows, each an object of exactly the header's
     fields in order (a row made otherwise is refused: its values would land in the wrong
     columns)."""
     fields = part.fields
     if set(map(type, rows)) - {dict} or any(list(row) != fields for row in rows):
-        raise CorruptLog(path, line.position, f"model {part.name!r}: a row is not an object of its fields in order")
+        raise CorruptLog(
+            path, part.position, f"snapshot rows of {part.name} are not objects of its {len(fields)} fields in order"
+        )
     return list(map(list, map(dict.values, rows)))
 
 
