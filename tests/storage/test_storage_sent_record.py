@@ -2,7 +2,7 @@
 the last is its stored text itself (a stored record is its record's JSON), picked and
 never looked up, cut, decoded or kept; the last is a `SentRecord`, the dict its `Link`
 reads carrying its stored text (`text`): a copy of the kept dict when this version's is
-kept, else its text scanned (not the model's decode); in id order (`keyed=False`) it holds
+kept, else its text scanned (not the model's decode) and kept by `one`'s rule; in id order (`keyed=False`) it holds
 its id alone. A record that may hold a lone surrogate comes as its dict. What is kept
 does not change. No store and no fixture, as test_storage_shown_units.py."""
 
@@ -27,7 +27,7 @@ def test_a_page_with_texts_is_its_stored_texts_and_touches_no_cache():
     dicts = full(decode)
     made, refused = decode.calls, dicts.refused
     page = [stored(1), stored(2, 'a,"b",[c]'), stored(3)]
-    out = dicts.page([1, 2, 3], page, texts=True)
+    out = dicts.page([1, 2, 3], page, texts=True, keyed=False)
     assert out[0] is page[0] and out[1] is page[1]  # the stored bytes themselves
     assert out[1] == json_bytes({"id": 2, "name": 'a,"b",[c]'})
     assert decode.calls == made and dicts.refused == refused and list(dicts.ids) == [9001, 9002]
@@ -41,7 +41,10 @@ def test_a_last_record_not_kept_comes_as_its_scanned_dict_carrying_its_text():
     last = dicts.page([1, 2, 3], page, texts=True)[2]
     assert type(last) is SentRecord and last == {"id": 3, "name": 'a,"b",[c]'}  # its Link reads it
     assert last.text is page[2] and decode.calls == made  # scanned, not decoded
-    assert 3 not in dicts.ids and dicts.refused == 0
+    assert 3 not in dicts.ids and dicts.refused == 1  # read once: refused, as `one` refuses it
+    again = dicts.page([1, 2, 3], page, texts=True)[2]  # its second read: its dict kept
+    assert again == last and 3 in dicts.ids and dicts.one(3, page[2]) is not again
+    assert dicts.page([3], [page[2]], texts=True)[0] == last and decode.calls == made
 
 
 def test_a_kept_last_record_is_a_copy_of_the_kept_dict_carrying_its_text():

@@ -24,7 +24,7 @@ def test_a_record_that_may_hold_a_lone_surrogate_in_a_page_with_texts_is_its_kep
     page = [odd, stored(2)]
     first = dicts.page([1, 2], page, texts=True)
     assert first[0] == {"id": 1, "name": "\ud800,b"} and type(first[0]) is dict
-    assert list(dicts.ids) == [1] and dicts.refused == 0  # `one`: kept by its rule
+    assert list(dicts.ids) == [1, 2] and dicts.refused == 0  # `one`'s rule, and the last's
     assert dicts.one(1, odd) is first[0]  # kept: the same dict for this stored version
     again = dicts.page([1, 2], page, texts=True)
     assert again[0] is first[0] and again[1].text == json_of(2)

@@ -19,14 +19,14 @@ def _kept(dicts: ShownDicts, ids: list[int]) -> None:
 
 
 def test_a_page_with_texts_leaves_the_weight_as_it_was():
-    """A page with texts keeps nothing (its records are their stored texts): the sum is the
-    dicts' kept before, each weighed exactly, and returns to 0 as they are forgotten."""
+    """A page with texts in id order keeps nothing (its records are their stored texts, its
+    last its id): the sum is the dicts' kept before, each weighed exactly, and returns to 0 as they are forgotten."""
     dicts = ShownDicts(decoded, capacity=16, window=64, fields=FIELDS, id_field="id", sized=lambda: 1000)
     kept = {i: stored(i) for i in (1, 2, 3)}
     dicts.page([1, 2, 3], [kept[i] for i in (1, 2, 3)])  # a page of dicts (a projection's)
     weighs = sum(ENTRY_WEIGHT + DICT_WEIGHT + len(kept[i]) for i in (1, 2, 3))
     assert dicts.weighs == weighs
-    page = dicts.page([1, 2, 3, 4], [kept[1], kept[2], kept[3], stored(4)], texts=True)
+    page = dicts.page([1, 2, 3, 4], [kept[1], kept[2], kept[3], stored(4)], texts=True, keyed=False)
     assert page[0] is kept[1] and page[2] is kept[3] and page[3].text == json_of(4)
     assert dicts.weighs == weighs and sorted(dicts.ids) == [1, 2, 3]
     for i in (1, 2, 3):
