@@ -73,7 +73,7 @@ def loaded(records: int) -> tuple[Table, object]:
     table = Table(model)
     fields, keys = model.fields, table.keys
     columns = {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}
-    table.load_base([pack(r) for r in rows], columns, records)
+    table.load_base([pack(model.fields, r) for r in rows], columns, records)
     return table, model
 
 

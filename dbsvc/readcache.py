@@ -110,13 +110,11 @@ class EncodedRecords:
         joined once each, and keeping each cost a tuple of its records and an eviction.
 
         `texts`: the page was asked of the store with texts (storage/shown.py
-        `ShownDicts.page`): every record but the last is its JSON (bytes) and the last a
-        `SentRecord` (a dict carrying its `text`), the store's one lookup a record having
-        found each kept record's JSON beside its dict (before, a kept record was looked up
-        here again by id, and one the store admitted was encoded here; bench/README.md,
-        wt-rand8): the page is those bytes joined, nothing looked up, encoded or kept here.
-        A plain dict among them (a record whose text may hold a lone surrogate, which the
-        store does not cut, and then keeps or not by its rule) goes by `_texts_page`,
+        `ShownDicts.page`): every record but the last is its JSON (bytes: its stored text,
+        which is its record's JSON since session 27) and the last a `SentRecord` (a dict
+        carrying its `text`): the page is those bytes joined, nothing looked up, encoded or
+        kept here. A plain dict among them (a record whose text may hold a lone surrogate,
+        which the store hands out as its dict, kept or not by its rule) goes by `_texts_page`,
         which encodes it and keeps its JSON at once, without this cache's own `admits`, as
         it kept every dict of such a page before; a page of plain dicts only (or an older
         store's: each a dict the store keeps) is joined as without texts, each dict's JSON
@@ -163,7 +161,7 @@ class EncodedRecords:
         """`encode_page` of a page with texts holding a plain dict beside the store's JSON:
         a record's JSON (bytes) is joined as it is, the last record as a `SentRecord` (a
         dict, not plain) gives its `text`, both kept nowhere here; a plain dict (a record
-        the store did not cut) has its JSON kept without asking `admits` (`encode_page`'s
+        the store handed out as a dict) has its JSON kept without asking `admits` (`encode_page`'s
         `texts`: a rare record, its entry bounded as any). Such a page is never kept."""
         entries, id_field = self._entries[model.name], model.id_field
         parts = []

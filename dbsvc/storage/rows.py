@@ -1,52 +1,53 @@
-"""A stored record: its values in declaration order as one compact JSON array, in UTF-8.
+"""A stored record: the record itself as compact JSON, in UTF-8, exactly `compact_json(record)`.
 
-    [1,42,"post number 1","lorem ipsum",true,12.5,["a","b"]]
+    {"id":1,"author_id":42,"title":"post number 1","body":"lorem ipsum","published":true,...}
 
 Storage holds every live record, and every version `as_of` can still read, in this form
-(`Stored`), and reads values back out of it only where it needs them: a record handed out
+(`Stored`: the record form of runtime.py, every field in declaration order), and reads
+values back out of it only where it needs them: a record handed out as a dict
 (`Table.shown`), the keys an update moves, a filter or sort that the indexes cannot answer.
 Why bytes and not the values as Python objects: a 7-field record of the bench's shape is
-211 bytes as one bytes object, 457 as a tuple of its values (an int is 28 bytes, a float
+270 bytes as one bytes object, 457 as a tuple of its values (an int is 28 bytes, a float
 24, a str 49 plus its text, the tuple 96), and at 1,000,000 records that difference is
-most of the memory per record (bench/README.md, "Memory per record"). The text is the
-snapshot's row text byte for byte, so a snapshot writes stored records as they are and
-reads them back by splitting its lines (snapshot.py), with no encoding either way.
+most of the memory per record (bench/README.md, "Memory per record").
 
-Values are JSON-ready already (runtime.py, "Record form"), so `unpack(pack(values))`
-equals `list(values)`. `unpack` is the json module's C scanner called directly, several
-times cheaper than `json.loads` (which finds the encoding, decodes and skips whitespace on
-every call; bench/README.md). A stored record always starts with "[" (the snapshot
-reader keeps only such texts, and `pack` writes nothing else).
+Why the object and not the array of its values (`[1,42,...]`, the form until session 27):
+a record is mostly read to be sent, and its JSON is then the stored text as it is: a list
+page is its records' texts joined (shown.py), with no cut, no decode and no encode, and a
+write's stored form is the text its response and its log payload carry. The field names
+cost ~59 bytes a record of the blog's post (bench/README.md, "A page's records held in
+their object form", session 26 and 27). Snapshot format 4 writes these texts as its rows
+(snapshot.py); formats 1-3 hold arrays, made objects on read (`row_object`).
 
-A write needs its record twice in JSON: stored (this array) and as the record object its
-log payload, its event and a PUT's or PATCH's response carry (`{"id":1,"author_id":42,...}`,
-runtime.py's record form: every field, in declaration order). `pack_parts` and
-`record_text` make both from one encoding: the values are encoded with NUL as the item separator, which compact JSON
-never holds elsewhere (RFC 8259 §7: a control character inside a string is escaped), so
-the array is that text with each NUL made a comma and the object is the model's layout
-(`{"id":%s,...}`) filled with the text split at its NULs. A value that is itself a list or
-an object (a `json` field) holds NULs of its own, so the split finds more parts than fields:
-then, and for a dict that is not in the record form, the object is encoded on its own.
-Either way the bytes are `pack(values)` and `compact_json(record)`'s, byte for byte
+Values are JSON-ready already (runtime.py, "Record form"), so `unpack(pack(fields, values))`
+equals `list(values)` and `pack(fields, values)` is `compact_json(decode(values))` byte for
+byte (`decode` is the dict of the fields in order: tests/storage/test_storage_record_json.py).
+`unpack` is the json module's C scanner called directly, several times cheaper than
+`json.loads` (which finds the encoding, decodes and skips whitespace on every call),
+the values being the scanned dict's. A stored record always starts with "{".
+
+A write makes its stored form and its values' texts from one encoding (`pack_parts`):
+the values are encoded with NUL as the item separator, which compact JSON never holds
+elsewhere (RFC 8259 §7: a control character inside a string is escaped), the text is split
+at its NULs, and the model's layout (`{"id":%s,...}`) is filled with the parts. A value
+that is itself a list or an object (a `json` field) holds NULs of its own, so the split
+finds more parts than fields: then, and for a dict that is not in the record form, the
+record is encoded on its own. Either way the bytes are `compact_json(record)`'s
 (tests/storage/test_storage_shared_encoding.py). A write keeps the parts: its log payload
-is its model's template filled with them (events.py `payload_templates`), and its JSON is
-made from them only when asked (writes.py `written_json`).
+is its model's template filled with them (events.py `payload_templates`).
 
-A record's JSON from its stored text (`record_json`): every value's text in the array is
-`compact_json` of that value, the same text it has inside the record object, so a record
-read only to be sent (a list page's record whose dict is not kept, shown.py) is the
-model's layout filled with the array's values cut out of the bytes, with no decode and no
-encode. The cut is one `split` at the commas: each value gives at least one piece, and more
-than one exactly when it holds a comma (inside a string, or between an array's or an
-object's items), so the pieces are the values exactly when there are as many as fields.
-When there are more, and no bracket follows the array's own, every value is flat and one
-regular expression cuts them (`_flat`): a string runs to its first `"` not escaped
-(compact JSON escapes every `"` inside a string; a `"`, `\\` or `,` byte never occurs
-inside a UTF-8 sequence of several bytes), a number or a literal to the next comma. With a
-bracket (an array or an object among the values, or a bracket inside a string) the JSON
-scanner finds where each value ends (`_scanned`), still with no dict and no encode.
-Byte for byte `compact_json(decode(unpack(stored)))` because every stored text is
-`pack`'s (tests/storage/test_storage_record_json.py).
+An array row of an older snapshot made an object (`row_object`): every value's text in
+the array is `compact_json` of that value, the same text it has inside the record object,
+so the object is the model's layout filled with the array's values cut out of the bytes,
+with no decode and no encode. The cut is one `split` at the commas: each value gives at
+least one piece, and more than one exactly when it holds a comma (inside a string, or
+between an array's or an object's items), so the pieces are the values exactly when there
+are as many as fields. When there are more, and no bracket follows the array's own, every
+value is flat and one regular expression cuts them (`_flat`): a string runs to its first
+`"` not escaped (compact JSON escapes every `"` inside a string; a `"`, `\\` or `,` byte
+never occurs inside a UTF-8 sequence of several bytes), a number or a literal to the next
+comma. With a bracket (an array or an object among the values, or a bracket inside a
+string) the JSON scanner finds where each value ends (`_scanned`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from dbsvc.runtime import c_encoder, compact_json
@@ -67,29 +69,44 @@ Values = Sequence[Any]  # a record's values in declaration order: CompiledModel.
 SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
-def pack(values: Values) -> Stored:
-    """The stored form of a record's values (a tuple or a list). "surrogatepass": a lone
+def pack(fields: Sequence[str], values: Values) -> Stored:
+    """The stored form of a record's values (a tuple or a list) of the model whose fields
+    are `fields`: `compact_json` of the record, as UTF-8. "surrogatepass": a lone
     surrogate, which only a file made by hand can hold, is kept as `unpack` reads it."""
-    return compact_json(values).encode("utf-8", "surrogatepass")
+    return compact_json(dict(zip(fields, values))).encode("utf-8", "surrogatepass")
 
 
 def unpack(stored: Stored) -> list[Any]:
-    """The values of a stored record, as a new list. "surrogatepass": the same decoding as
-    the snapshot reader's, so a text it accepted never fails here."""
+    """The values of a stored record in declaration order, as a new list. "surrogatepass":
+    the same decoding as the snapshot reader's, so a text it accepted never fails here."""
+    return list(SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0].values())
+
+
+def scan(stored: Stored) -> dict[str, Any]:
+    """The record a stored text holds, as a new dict (its fields in declaration order)."""
     return SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0]  # type: ignore[no-any-return]
 
 
-def record_json(layout_bytes: bytes, count: int, stored: Stored) -> bytes | None:
-    """`compact_json` of the record whose stored form is `stored`, as UTF-8: `layout_bytes`
-    (`layout` of the model's `count` fields, encoded) filled with the stored values' texts
-    (module docstring): cut at the array's commas when that gives `count` pieces, else
-    matched by `_flat(count)` when no bracket follows the first (a comma inside a string),
-    else found by the JSON scanner (an array or an object among the values, or a bracket
-    inside a string). None where a lone surrogate may be held (its UTF-8
-    starts with 0xED, which `json_bytes` refuses to encode; Hangul U+D000-U+D7FF also
-    starts so and is merely decoded): the caller decodes that record instead."""
-    if b"\xed" in stored:
+def sent(stored: Stored) -> bytes | None:
+    """The bytes a stored record goes out as (`json_bytes(record)`): the stored text itself;
+    None where a lone surrogate may be held (its UTF-8 starts with 0xED, which `json_bytes`
+    refuses to encode; Hangul U+D000-U+D7FF also starts so and is merely decoded): the
+    caller hands out the record's dict instead, as for any record."""
+    return None if b"\xed" in stored else stored
+
+
+def row_object(layout_bytes: bytes, count: int, row: bytes) -> bytes | None:
+    """The stored form (the object) of a record whose array row text (snapshot formats 1-3,
+    `compact_json` of its values) is `row`: `layout_bytes` (`layout` of the model's `count`
+    fields, encoded) filled with the row's values' texts (module docstring): cut at the
+    array's commas when that gives `count` pieces, else matched by `_flat(count)` when no
+    bracket follows the first (a comma inside a string), else found by the JSON scanner
+    (an array or an object among the values, or a bracket inside a string). None where a
+    lone surrogate may be held (UTF-8 0xED, which the cut's `%` cannot carry through a
+    decode): the caller packs that row's parsed values instead."""
+    if b"\xed" in row:
         return None
+    stored = row
     values = stored[1:-1].split(b",")
     if len(values) == count:
         return layout_bytes % tuple(values)
@@ -104,7 +121,7 @@ _FLATS: dict[int, re.Pattern[bytes]] = {}
 
 
 def _flat(count: int) -> re.Pattern[bytes]:
-    """The stored array of `count` flat values, each a group: a string runs to its first
+    """The array row of `count` flat values, each a group: a string runs to its first
     `"` not escaped (escapes taken two bytes at once), whatever commas it holds; a number
     or a literal to the next comma. Possessive: no backtracking into a value."""
     pattern = _FLATS.get(count)
@@ -115,7 +132,7 @@ def _flat(count: int) -> re.Pattern[bytes]:
 
 
 def _scanned(text: str, count: int) -> tuple[bytes, ...]:
-    """The texts of the `count` values of the stored array `text`, each where the JSON
+    """The texts of the `count` values of the array row `text`, each where the JSON
     scanner ends it: the general cut, for a value holding an array or an object."""
     values, at = [], 1
     for _ in range(count):
@@ -165,18 +182,34 @@ def previous_parts(parts: list[str], was: Values, values: Values) -> list[str]:
 
 
 def pack_parts(fields: tuple[str, ...], record: dict[str, Any], values: Values) -> tuple[Stored, list[str] | None]:
-    """`pack(values)`, and the compact JSON text of each value when `record` is in the record
-    form of `fields` and no value is a list or an object (module docstring): the record's
-    JSON is then `layout(fields) % tuple(parts)`, and a log payload's template takes the
-    parts as they are (events.py `payload_templates`). None: encode the record on its own."""
+    """`pack(fields, values)`, and the compact JSON text of each value when `record` is in
+    the record form of `fields` and no value is a list or an object (module docstring):
+    the stored text is then `layout(fields) % tuple(parts)`, and a log payload's template
+    takes the parts as they are (events.py `payload_templates`). None: encode the record on
+    its own."""
     if _SPLIT is None or not in_form(fields, record):
-        return pack(values), None
+        return pack(fields, values), None
     try:
         text = "".join(_SPLIT(values, 0))
     except (TypeError, ValueError):  # not JSON: `pack` raises as it always did
-        return pack(values), None
+        return pack(fields, values), None
     parts = text[1:-1].split("\0")
-    stored = text.replace("\0", ",").encode("utf-8", "surrogatepass")
     if len(parts) != len(fields):  # a list or an object among the values
-        return stored, None
-    return stored, parts
+        return pack(fields, values), None
+    return (layout(fields) % tuple(parts)).encode("utf-8", "surrogatepass"), parts
+
+
+def pack_many(fields: tuple[str, ...], batch: Sequence[Values]) -> list[Stored]:
+    """`pack(fields, values)` of each record of a run (a replica's group, a batch), with one
+    call of the C encoder for the run: its records as one JSON array of objects, cut at
+    their "},{" (a record's own text holding "},{", a string or an object in a list, makes
+    more pieces than records: then `pack` of each)."""
+    if len(batch) < 2:
+        return [pack(fields, values) for values in batch]
+    text = compact_json(list(map(dict, map(zip, repeat(fields), batch))))
+    inner = text[1:-1]
+    if inner.count("},{") != len(batch) - 1:
+        return [pack(fields, values) for values in batch]
+    # NUL, which compact JSON never holds (RFC 8259 §7: control characters are escaped),
+    # marks the cuts, so one encode and one split make every record's bytes.
+    return inner.replace("},{", "}\0{").encode("utf-8", "surrogatepass").split(b"\0")

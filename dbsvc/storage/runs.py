@@ -3,7 +3,6 @@
     add_sorted_run(index, entries)      # SortedIndex.add of each entry (a primary key's ids)
     add_ordered_run(index, keys, ids)   # OrderedIndex.add of each (keys[n], ids[n]) pair
     add_hash_run(index, keys, ids)      # a filter index's `add` of each pair (hashes.py)
-    stored = pack_run(batch)            # rows.py `pack` of each record's values
 
 A follower applies a primary's frames in groups of up to 512 (follow.py rule 5), mostly
 inserts of new ids into one table, and tableruns.py `insert_run` hands each index the run's
@@ -43,10 +42,6 @@ strictly ascending order, so none of the runs here checks it again (each check i
 pass over the run: three ordered and three filter indexes of one model made a dozen of them
 a group); without it each checks for itself, as before.
 
-`pack_run` encodes the run's records with one call of the C encoder instead of one a
-record: the run as one JSON array of arrays, cut at its "],[" (a record's own text holding
-"],[", a string or a nested list, makes more pieces than records: then `pack` of each).
-
 `add_hash_run` takes a run of ascending ids under a filter index's span (no widening of
 its flags: what `add` of each would do first) a key at a time for a few keys (a run of
 one key, a follower's enum or bool column, takes all its ids with no pass to group them):
@@ -72,10 +67,8 @@ from itertools import chain, compress, islice, repeat
 from operator import eq, itemgetter, le, lt, ne
 from typing import Any
 
-from dbsvc.runtime import compact_json
 from dbsvc.storage.hashes import FEW_KEYS, SET_AT, FilterIndex, HashIndex, IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.indexes import OrderedIndex
-from dbsvc.storage.rows import Stored, Values, pack
 from dbsvc.storage.sortedlist import LOAD, SortedIndex
 
 _FIRST = itemgetter(0)
@@ -318,17 +311,3 @@ def _add_bucket_run(index: HashIndex, key: Any, ids: list[int]) -> None:
         index.kept_sets.pop(key, None)
     else:
         deque(map(index.add, repeat(key), ids), 0)
-
-
-def pack_run(batch: Sequence[Values]) -> list[Stored]:
-    """`pack` of each record's values, with the same bytes (module docstring)."""
-    if len(batch) < 2:
-        return list(map(pack, batch))
-    text = compact_json(batch)
-    # "[[a],[b],...]": the records are the pieces between the outer brackets' "],[" ...
-    inner = text[1:-1]
-    if inner.count("],[") != len(batch) - 1:
-        return list(map(pack, batch))  # ... unless a record's text holds one of its own
-    # NUL, which compact JSON never holds (RFC 8259 §7: control characters are escaped),
-    # marks the cuts, so one encode and one split make every record's bytes.
-    return inner.replace("],[", "]\0[").encode("utf-8", "surrogatepass").split(b"\0")

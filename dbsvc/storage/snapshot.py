@@ -1,20 +1,20 @@
 """The snapshot file: every live record at one offset, in checksummed lines.
 
 Layout (UTF-8 text; every line is `CRC SP JSON LF`, CRC = 8 hex digits of crc32(JSON)).
-Format 3, the one written::
+Format 4, the one written::
 
-    1a2b3c4d {"format":3,"epoch":"<32 hex>","head_offset":1234,"block_rows":2048,
+    1a2b3c4d {"format":4,"epoch":"<32 hex>","head_offset":1234,"block_rows":2048,
               "models":[{"name":"User","fields":["id","email",...],"count":2,"max_id":7,
                          "keys":["id","email","name",...]}, ...]}
     then, for each entry of "models" in that order, its records in blocks of
     "block_rows" rows (the last block of a model may be shorter; a model without
     records has none), each block three lines:
     9abc0123 [[1,7],["a@b.c","x@y.z"],["Ann","Xi"],...]          the keys line
-    5e6f7081 [[1,"a@b.c","Ann",null,...],<TAB>[7,"x@y.z",...]]   the rows line
+    5e6f7081 [{"id":1,"email":"a@b.c",...},<TAB>{"id":7,...}]     the rows line
     0f1e2d3c [12,1187]                                           the versions line
 
-A rows line holds the block's records as rows (lists in the "fields" order), ascending by
-id, each but the last followed by ",<TAB>". The keys line holds, for each field named in
+A rows line holds the block's records as objects (rows.py's stored form: every one of
+"fields", in that order, compact), ascending by id, each but the last followed by ",<TAB>". The keys line holds, for each field named in
 the model's "keys" (its id and every field an index or a reference count is built on:
 `Table.key_fields`), that field's values of the block's rows, in row order: the columns
 the indexes are built from, so that opening never parses a row (below). A column of
@@ -26,8 +26,10 @@ is from 1 to "head_offset". The writer parses each stored record once for its ke
 online compaction's thread works several times longer than it did with format 1 (online.py;
 bench/README.md has the figures).
 
-Format 2 (written before versions; still read): format 3 without the versions lines, two
-lines a block. Format 1 (written before that; still read): the header without
+Format 3 (written before session 27; still read): format 4 with each row an array of its
+values in the "fields" order (`[1,"a@b.c","Ann",null,...]`), which the reader makes the
+object (rows.py `row_object`). Format 2 (written before versions; still read): format 3
+without the versions lines, two lines a block. Format 1 (written before that; still read): the header without
 "block_rows" and "keys", and then one line per model holding all its rows, as one rows
 line. The records of a format 1 or 2 file get "head_offset" as their version
 (`model_versions`): no record was written after it, and the next compaction writes that
@@ -38,9 +40,9 @@ same id and `head_offset` as its base). Rows are in id order because each snapsh
 is one row of the new epoch (table.py): `as_of=n` below the snapshot's count sees the first
 n records by id.
 
-Rows as stored records: a row's text is exactly a stored record (rows.py), so the writer
-joins the tables' stored records with ",TAB" and the reader splits at ",TAB" and keeps
-each piece of text as a stored record. A JSON string never holds a raw TAB (it must be
+Rows as stored records: a format-4 row's text is exactly a stored record (rows.py), so the
+writer joins the tables' stored records with ",TAB" and the reader splits at ",TAB" and
+keeps each piece of text as a stored record. A JSON string never holds a raw TAB (it must be
 escaped), and compact JSON holds no whitespace at all, so in a line this writer wrote
 ",TAB" is only ever a row's end.
 
@@ -66,8 +68,8 @@ from dbsvc.runtime import compact_json
 from dbsvc.storage.files import write_all
 from dbsvc.storage.rows import Stored, pack
 
-FORMAT = 3
-BLOCK_ROWS = 2048  # rows per block (format 2): one keys line and one rows line
+FORMAT = 4
+BLOCK_ROWS = 2048  # rows per block (formats 2-4): a keys line, a rows line (and a versions line)
 ROW_END = b",\t"  # what ends every row of a rows line but its last
 _BYTES = {bytes}  # the one type of a block of stored records
 PIECE_ROWS = 256  # stored records parsed for their keys in one call (a block's CPU comes in pieces)
@@ -75,9 +77,9 @@ PIECE_ROWS = 256  # stored records parsed for their keys in one call (a block's 
 
 @dataclass(slots=True)
 class ModelImage:
-    """One model's part of a snapshot: rows are lists of values (read from a file by
-    `decode_snapshot`, or made by an offline tool), or a table's stored records (bytes,
-    rows.py), which are their row texts already. `keys` names the fields whose columns
+    """One model's part of a snapshot: rows are lists of values in `fields` order (read
+    from a file by `decode_snapshot`, or made by an offline tool), or a table's stored
+    records (bytes, rows.py), which are their row texts already. `keys` names the fields whose columns
     the file carries (module docstring): the table's indexed fields (`Table.key_fields`);
     with none, a reader parses the rows."""
 
@@ -119,6 +121,7 @@ def _no_pause() -> None:
 
 
 def _block(
+    fields: Sequence[str],
     rows: Sequence[Stored | Sequence[Any]],
     versions: Sequence[int],
     positions: list[int],
@@ -131,28 +134,37 @@ def _block(
     of ~2 ms, which holds the GIL whatever the switch interval (write_snapshot_stream).
     A block of stored records (an online compaction's) runs no Python code a row: it is
     checked to be one by one C pass over their types (rows as lists are packed one by
-    one). The rows line's checksum is taken over its parts, so its ~0.75 MB (2,048 peers'
+    one, with `fields`). The rows line's checksum is taken over its parts, so its ~0.75 MB (2,048 peers'
     posts) is copied once into the joined rows and once into the block, not seven times."""
     texts: Sequence[Any] = rows  # sliced and joined below, never copied whole
     if set(map(type, rows)) != _BYTES:
-        texts = [r if type(r) is bytes else pack(r) for r in rows]  # type: ignore[arg-type]
-    values: Sequence[Any] = rows
+        texts = [r if type(r) is bytes else _row_text(fields, r) for r in rows]
+    values: Iterable[Any] = rows
     if positions and type(rows[0]) is bytes:
         parsed: list[Any] = []
         for i in range(0, len(texts), PIECE_ROWS):
             parsed += json.loads(b"[" + b",".join(texts[i : i + PIECE_ROWS]) + b"]")
             pause()
-        values = parsed
-    fields = list(zip(*values)) if positions else []
+        values = map(dict.values, parsed)  # each record's values, in `fields` order
+    by_field = list(zip(*values)) if positions else []
     columns = []
     for p in positions:  # one column at a time: the block's keys as one call is ~1.3 ms
-        columns.append(compact_json(_column(fields[p])).encode("utf-8", "surrogatepass"))
+        columns.append(compact_json(_column(by_field[p])).encode("utf-8", "surrogatepass"))
         pause()
     keys = b"[" + b",".join(columns) + b"]"
     written = compact_json(_column(versions)).encode("ascii")
     joined = ROW_END.join(texts)
     crc = zlib.crc32(b"]", zlib.crc32(joined, zlib.crc32(b"[")))  # the line's text is [joined]
     return b"".join((_line(keys), b"%08x [" % crc, joined, b"]\n", _line(written)))
+
+
+def _row_text(fields: Sequence[str], row: Any) -> bytes:
+    """A row given as its values, as its record's object (rows.py `pack`); anything but
+    a list of one value a field (an image edited by hand) as its own JSON, which the reader
+    refuses as not a row of the model (snapshotreader.py `_values`), as it was given."""
+    if type(row) in (list, tuple) and len(row) == len(fields):
+        return pack(fields, row)
+    return compact_json(row).encode("utf-8", "surrogatepass")
 
 
 def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:
@@ -171,6 +183,7 @@ def _column(values: Sequence[Any]) -> Sequence[Any] | dict[str, int]:
 
 
 def _blocks(
+    fields: Sequence[str],
     chunks: Iterable[tuple[Sequence[Stored | Sequence[Any]], Sequence[int]]],
     positions: list[int],
     pause: Callable[[], None] = _no_pause,
@@ -184,15 +197,15 @@ def _blocks(
     for chunk, stamps in chunks:
         assert len(chunk) == len(stamps), f"{len(chunk)} rows, {len(stamps)} versions"
         if not rows and len(chunk) == BLOCK_ROWS:
-            yield _block(chunk, stamps, positions, pause)
+            yield _block(fields, chunk, stamps, positions, pause)
             continue
         rows += chunk
         versions += stamps
         while len(rows) >= BLOCK_ROWS:
-            yield _block(rows[:BLOCK_ROWS], versions[:BLOCK_ROWS], positions, pause)
+            yield _block(fields, rows[:BLOCK_ROWS], versions[:BLOCK_ROWS], positions, pause)
             del rows[:BLOCK_ROWS], versions[:BLOCK_ROWS]
     if rows:
-        yield _block(rows, versions, positions, pause)
+        yield _block(fields, rows, versions, positions, pause)
 
 
 def key_positions(fields: list[str], keys: list[str]) -> list[int]:
@@ -214,7 +227,7 @@ def encode_snapshot(image: SnapshotImage) -> Iterator[bytes]:
             )
             for i in range(0, len(m.rows), BLOCK_ROWS)
         )
-        yield from _blocks(chunks, key_positions(m.fields, m.keys))
+        yield from _blocks(m.fields, chunks, key_positions(m.fields, m.keys))
 
 
 @dataclass(slots=True)
@@ -240,7 +253,7 @@ def write_snapshot_stream(
     write_all(fd, _header(epoch, head_offset, ((m.name, m.fields, m.count, m.max_id, m.keys) for m in models)))
     for m in models:
         written = 0
-        for block in _blocks(m.chunks, key_positions(m.fields, m.keys), pause):
+        for block in _blocks(m.fields, m.chunks, key_positions(m.fields, m.keys), pause):
             write_all(fd, block)
             pause()
             written += 1

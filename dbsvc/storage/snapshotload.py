@@ -4,9 +4,10 @@
 found (snapshotreader.py) and loads each into its table (`Table.load_base`) by one of the
 two ways snapshotreader.py describes ("Two ways to read a model"):
 
-- from the keys: a format-2 model stored as the table stores it, whose keys lines hold
-  every index key the table needs: the row texts are kept as the stored records and the
-  index columns come from the keys lines, no row parsed (`_from_keys`);
+- from the keys: a format 2-4 model of the table's fields, whose keys lines hold every
+  index key the table needs: the row texts are kept as the stored records (format 4), or
+  made the records' objects by a cut of each array (formats 2-3, rows.py `row_object`),
+  and the index columns come from the keys lines, no row parsed (`_from_keys`);
 - from the rows: format 1, a migrating model, or keys that do not fit the table: the rows
   parsed a window at a time, brought to the current fields where the model migrates
   (`_from_rows`).
@@ -22,6 +23,7 @@ Imports nothing of the open's other steps (recovery.py, logreplay.py).
 
 from __future__ import annotations
 
+import json
 import operator
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -30,7 +32,7 @@ from typing import Any
 
 from dbsvc import runtime
 from dbsvc.errors import CorruptLog
-from dbsvc.storage.rows import Stored, pack
+from dbsvc.storage.rows import Stored, layout, pack, pack_many, row_object
 from dbsvc.storage.snapshotreader import ModelPart, model_blocks, model_versions, model_windows
 from dbsvc.storage.table import Table
 
@@ -64,15 +66,16 @@ def install_snapshot(
 
 
 def _from_keys(table: Table, m: ModelPart, path: str) -> tuple[list[Stored], _KeyColumns]:
-    """A format-2 model's stored records as the file's row texts, and its index columns
-    from its keys lines: no row parsed but the reader's sample."""
+    """A format 2-4 model's stored records as the file's row texts (format 4) or their
+    objects (formats 2-3: `_objects`), and its index columns from its keys lines: no row
+    parsed but the reader's sample."""
     stored: list[Stored] = []
     columns = _KeyColumns(table)
     order = _IdOrder(m, path)
     id_field, at = table.id_field, table.positions
     for texts, keyed in model_blocks(path, m):
         order.check(keyed[id_field])
-        stored.extend(texts)
+        stored.extend(texts if m.objects else _objects(table, m, path, texts))
         columns.add({at[f]: keyed[f] for f in table.key_fields})
         del texts, keyed
     return stored, columns
@@ -81,15 +84,16 @@ def _from_keys(table: Table, m: ModelPart, path: str) -> tuple[list[Stored], _Ke
 def _from_rows(table: Table, m: ModelPart, path: str, as_stored: bool) -> tuple[list[Stored], _KeyColumns]:
     """A model's stored records and index columns from its rows, parsed a window at a time:
     format 1, or keys that do not fit the table. Its texts are kept as the stored records
-    where they are the rows as the table stores them, and only the index keys of its
-    parsed rows, so the rows go before the next window is parsed and it reuses their
-    memory (snapshotreader.py, "Windows")."""
+    where they are the records as the table stores them (format 4), else its parsed rows
+    are packed a window at a time; only the index keys of its parsed rows are kept, so the
+    rows go before the next window is parsed and it reuses their memory (snapshotreader.py,
+    "Windows")."""
     model = table.model
     stored: list[Stored] = []
     columns = _KeyColumns(table)
     order = _IdOrder(m, path)
     id_at = operator.itemgetter(m.fields.index(model.id_field))
-    names, fixup, row = m.fields, table.fixup, model.row
+    names, fixup, row, fields = m.fields, table.fixup, model.row, model.fields
     for rows, texts in model_windows(path, m):
         _check_shape(rows, m, path)
         order.check(list(map(id_at, rows)))
@@ -97,10 +101,26 @@ def _from_rows(table: Table, m: ModelPart, path: str, as_stored: bool) -> tuple[
             assert fixup is not None
             rows = [row(fixup(dict(zip(names, values)))) for values in rows]
             texts = None
-        stored.extend(map(pack, rows) if texts is None else texts)
+        stored.extend(texts if texts is not None and m.objects else pack_many(fields, rows))
         columns.add(list(zip(*rows)))
         del rows, texts
     return stored, columns
+
+
+def _objects(table: Table, m: ModelPart, path: str, texts: list[bytes]) -> list[Stored]:
+    """The stored records of a block of array rows (formats 2-3), each the model's layout
+    filled with its values' texts (rows.py `row_object`); a row the cut cannot take (a lone
+    surrogate's bytes) parsed and packed. CorruptLog for a row that does not parse."""
+    fields = table.model.fields
+    shape, count = layout(fields).encode("utf-8"), len(fields)
+    out = [row_object(shape, count, text) for text in texts]
+    for i in [i for i, made in enumerate(out) if made is None]:
+        try:
+            values = json.loads(texts[i].decode("utf-8", "surrogatepass"))
+        except ValueError as exc:
+            raise CorruptLog(path, m.position, f"snapshot row of {m.name} is not JSON ({exc})") from None
+        out[i] = pack(fields, values)
+    return out  # type: ignore[return-value]
 
 
 class _KeyColumns:

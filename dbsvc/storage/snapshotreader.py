@@ -1,27 +1,29 @@
 """Reading a snapshot file back: its lines checked, its header, each model's rows.
 
 The format is snapshot.py's (its docstring draws the lines, the blocks and the crash
-rules; this module reads formats 1, 2 and 3). `read_snapshot` checks every line's CRC and
+rules; this module reads formats 1 to 4). `read_snapshot` checks every line's CRC and
 parses the header; a model's rows are then read one of two ways, and its versions by
 `model_versions`. `snapshot_lines` alone checks a copied file (a backup).
 
 Two ways to read a model (snapshotload.py picks):
 
-- From the keys (`model_blocks`, format 2, when the file's "keys" hold every column the
+- From the keys (`model_blocks`, formats 2-4, when the file's "keys" hold every column the
   table indexes and its fields are the model's own): each rows line is split into texts
   that are kept as they are, and the index keys come from the keys line, so no row is
   parsed. Parsing every row to check it and take its keys was a third of an open; reading
   the keys instead saves it (bench/README.md, "Open from the keys"). What is checked instead: every line's CRC; each block's text count and
   column lengths against "block_rows"; the ids strictly ascending (snapshotload.py); and a
   sample of rows, every SAMPLE_EVERY-th of each block and its last, each scanned whole and
-  held to be exactly one row of the model's width whose indexed values equal its keys
-  line's. A line whose CRC holds was written by a dbsvc writer (a torn or damaged one
+  held to be exactly one row of the model's width (format 4: one object of its fields, in
+  order) whose indexed values equal its keys line's. A line whose CRC holds was written by a dbsvc writer (a torn or damaged one
   never passes): the sample is there to catch a writer's bug, not a forger. A row the
   sample skips is trusted as far as its CRC vouches for it: were it not the row its keys
   say, a read would show the row and the indexes would follow the keys.
-- From the rows (`model_windows`, format 1, and format 2 whenever the keys do not fit: a
+- From the rows (`model_windows`, format 1, and formats 2-4 whenever the keys do not fit: a
   schema that indexes another field, a model being migrated): the rows are parsed, a
-  window at a time, and each text is kept only if it scans as exactly one JSON value;
+  window at a time, and handed out as lists of values (a format-4 object as its values,
+  once it holds exactly the header's fields in order); each text is kept only if it scans
+  as exactly one JSON value;
   otherwise (a line written by hand with whitespace, or by an older writer that put ",TAB"
   only after every 2,048th row) the window is parsed as JSON and its rows are encoded
   again, so the rows read are always those of `json.loads(line)`.
@@ -56,7 +58,7 @@ _VALUE, _END = itemgetter(0), itemgetter(1)
 
 Data = bytes | mmap.mmap  # a snapshot's bytes: read, or mapped by a writer's open (recovery.py)
 
-READS = (1, 2, 3)  # the formats the reader takes
+READS = (1, 2, 3, 4)  # the formats the reader takes
 
 WINDOW = 1 << 19  # bytes of a format-1 model line the rows reader parses at a time
 SAMPLE_EVERY = 64  # the keys reader scans this block's every SAMPLE_EVERY-th row (and its last)
@@ -113,7 +115,8 @@ class RowsLine:
 @dataclass(slots=True)
 class ModelPart:
     """One model's part of a snapshot: its header entry and its rows lines (one in
-    format 1, one per block in formats 2 and 3). `keys` is None in format 1."""
+    format 1, one per block in formats 2-4). `keys` is None in format 1. `objects`: its
+    rows are records' objects (format 4), else arrays of values (rows.py `row_object`)."""
 
     name: str
     fields: list[str]
@@ -123,6 +126,7 @@ class ModelPart:
     position: int  # byte offset of its first line (the header's, if it has none)
     lines: list[RowsLine]
     block_rows: int
+    objects: bool = False
 
 
 def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
@@ -136,7 +140,7 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
     if version not in READS:
         raise CorruptLog(path, 0, f"snapshot format {version!r}, expected one of {list(READS)}")
     metas = header["models"]
-    blocked = version != 1  # formats 2 and 3: blocks with their keys lines
+    blocked = version != 1  # formats 2-4: blocks with their keys lines
     block_rows = header.get("block_rows", 0) if blocked else 0
     if blocked and (type(block_rows) is not int or block_rows < 1):
         raise CorruptLog(path, 0, f"snapshot header: block_rows {block_rows!r} is not a positive integer")
@@ -148,9 +152,9 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
                 0,
                 f"snapshot header: the keys of model {meta['name']!r} are not distinct names of its fields: {keys!r}",
             )
-    # Lines per model: one in format 1; in format 2 two a block (keys, rows), in format 3
-    # three (keys, rows, versions); none for no rows.
-    per_block = 3 if version == 3 else 2
+    # Lines per model: one in format 1; in format 2 two a block (keys, rows), in formats 3
+    # and 4 three (keys, rows, versions); none for no rows.
+    per_block = 3 if version >= 3 else 2
     needs = [1 if version == 1 else per_block * -(-meta["count"] // block_rows) for meta in metas]
     if 1 + sum(needs) != len(lines):
         raise CorruptLog(
@@ -187,6 +191,7 @@ def read_snapshot(path: str, data: Data) -> tuple[str, int, list[ModelPart]]:
                 mine[0][0] if mine else 0,
                 rows_lines,
                 block_rows,
+                version == 4,
             )
         )
     return header["epoch"], header["head_offset"], parts
@@ -196,10 +201,12 @@ Block = tuple[list[Stored], dict[str, "list | range"]]  # a block's row texts, a
 
 
 def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
-    """The rows of a format-2 model as stored records and its key columns, a block at a
-    time, without parsing a row but the sample (module docstring, "From the keys").
-    CorruptLog for a block whose texts or columns do not fit."""
-    assert part.keys is not None, "model_blocks reads formats 2 and 3"
+    """The rows of a format 2-4 model as their texts (format 4: stored records; else
+    arrays, rows.py `row_object`) and its key columns, a block at a time, without parsing a
+    row but the sample (module docstring, "From the keys"). CorruptLog for a block whose
+    texts or columns do not fit."""
+    assert part.keys is not None, "model_blocks reads formats 2-4"
+    fields = part.fields if part.objects else None
     keys, width = part.keys, len(part.fields)
     positions = key_positions(part.fields, keys)
     left = part.count
@@ -229,7 +236,7 @@ def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
                 f"model {part.name!r}: a block's rows and keys are not {n} rows of its {len(keys)} keys each",
             )
         for i in (*range(0, n, SAMPLE_EVERY), n - 1):
-            if not _sample_fits(texts[i], i, columns, positions, width):
+            if not _sample_fits(texts[i], i, columns, positions, width, fields):
                 raise CorruptLog(
                     path,
                     line.position,
@@ -279,11 +286,15 @@ def _run(column: dict) -> range | None:
     return range(first, first + count)
 
 
-def _sample_fits(text: bytes, i: int, columns: list[list], positions: list[int], width: int) -> bool:
-    """`text` is exactly one row of `width` values whose values at `positions` are row
-    `i` of `columns`."""
+def _sample_fits(
+    text: bytes, i: int, columns: list[list], positions: list[int], width: int, fields: list[str] | None
+) -> bool:
+    """`text` is exactly one row of `width` values (with `fields`: one object of those
+    fields, in order) whose values at `positions` are row `i` of `columns`."""
     found = _one_row_each([text])
     row = found[0] if found else None
+    if fields is not None:
+        row = list(row.values()) if type(row) is dict and list(row) == fields else None
     return type(row) is list and len(row) == width and all(row[p] == column[i] for p, column in zip(positions, columns))
 
 
@@ -298,16 +309,31 @@ Window = tuple[list, "list[Stored] | None"]  # rows' values, and their texts whe
 
 def model_windows(path: str, part: ModelPart) -> Iterator[Window]:
     """The rows of a model, a window at a time (module docstring, "From the rows"): each
-    window's rows as parsed, and their texts as stored records, or None where the texts
-    are not one row each (the caller packs the values then). CorruptLog if a rows line is
-    not a JSON array or the row count is not the header's."""
+    window's rows as lists of values, and their texts (format 4: stored records; else
+    arrays), or None where the texts are not one row each (the caller packs the values
+    then). CorruptLog if a rows line is not a JSON array, a format-4 row not an object of
+    the header's fields in order, or the row count is not the header's."""
     count = 0
     for line in part.lines:
         for rows, texts in _windows(path, part.name, line):
             count += len(rows)
+            if part.objects:
+                rows = _values(path, part, rows)
             yield rows, texts
     if count != part.count:
         raise CorruptLog(path, part.position, f"model {part.name!r}: {count} rows, header says {part.count}")
+
+
+def _values(path: str, part: ModelPart, rows: list) -> list:
+    """The values of a window of format-4 rows, each an object of exactly the header's
+    fields in order (a row made otherwise is refused: its values would land in the wrong
+    columns)."""
+    fields = part.fields
+    if set(map(type, rows)) - {dict} or any(list(row) != fields for row in rows):
+        raise CorruptLog(
+            path, part.position, f"snapshot rows of {part.name} are not objects of its {len(fields)} fields in order"
+        )
+    return list(map(list, map(dict.values, rows)))
 
 
 def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:

@@ -72,7 +72,7 @@ from dbsvc.storage.buckets import BucketOrders
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex
-from dbsvc.storage.rows import Stored, Values, pack, unpack
+from dbsvc.storage.rows import Stored, Values, pack, pack_many, unpack
 from dbsvc.storage.shown import ShownDicts
 from dbsvc.storage.sortedlist import SortedIndex
 from dbsvc.storage.versions import Versions
@@ -406,7 +406,7 @@ class Table:
         `record` (`prime`d) and its `offset` (`stamp`ed) in the same call."""
         id_ = values[self.id_position]
         if stored is None:
-            stored = pack(values)
+            stored = pack(self.model.fields, values)
         self.tick = next(TICKS)
         self._index(id_, values)
         self.live[id_] = stored
@@ -429,7 +429,7 @@ class Table:
                 self.insert(values)
             return
         ids = list(map(itemgetter(self.id_position), batch))
-        records = list(map(pack, batch))
+        records = pack_many(self.model.fields, batch)
         self.tick = next(TICKS)
         self.live.update(zip(ids, records))
         self.rows.extend(zip(ids, records, [None] * len(records)))
@@ -520,7 +520,7 @@ class Table:
         `insert` takes them); returns the new stored form."""
         id_ = values[self.id_position]
         if stored is None:
-            stored = pack(values)
+            stored = pack(self.model.fields, values)
         self.tick = next(TICKS)
         self._swap(id_, unpack(previous) if was is None else was, values)
         self.live[id_] = stored

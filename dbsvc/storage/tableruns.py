@@ -29,8 +29,8 @@ from typing import Any
 
 from dbsvc.runtime import identity
 from dbsvc.storage.idmap import IdMap
-from dbsvc.storage.rows import Values
-from dbsvc.storage.runs import add_hash_run, add_ordered_run, add_sorted_run, ints_ascending, pack_run
+from dbsvc.storage.rows import Values, pack_many
+from dbsvc.storage.runs import add_hash_run, add_ordered_run, add_sorted_run, ints_ascending
 from dbsvc.storage.table import TICKS, Table
 
 
@@ -49,7 +49,7 @@ def insert_run(
     # Whether the ids are ints in strictly ascending order (a follower's new rows), found once here
     # for every index rather than by each index again (runs.py: two C-level passes each).
     ascending = ints_ascending(ids)
-    records = pack_run(batch)
+    records = pack_many(table.model.fields, batch)
     table.tick = next(TICKS)
     if isinstance(table.live, IdMap):
         table.live.extend_run(ids, records, ascending)

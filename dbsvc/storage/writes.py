@@ -26,8 +26,8 @@ Rules (store.py rules 1-2 hold here):
    JSON text of each value, and the log payload is the model's template filled with those
    texts (events.py `payload_templates`; an update's previous record's texts reuse the
    new record's for the values it left alone, `previous_parts`). `written_json` hands the
-   record's JSON to the application for a PUT's or PATCH's response, made from the same
-   texts when asked. A record not in its form, or holding a list or an object, is encoded
+   record's JSON to the application for a PUT's or PATCH's response: its stored text,
+   which is that JSON (session 27). A record not in its form, or holding a list or an object, is encoded
    whole, as `event_payload` does.
 6. `insert_then`, `replace_then`, `delete_then` are `apply_*` with a completion callback:
    no future is made, and `done(error)` is called once the write is durable (None) or
@@ -73,7 +73,7 @@ from dbsvc.storage.events import (
 )
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
-from dbsvc.storage.rows import Values, in_form, layout, pack_parts, previous_parts, record_text
+from dbsvc.storage.rows import Values, in_form, pack_parts, previous_parts, record_text
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
@@ -107,11 +107,11 @@ class WritePath:
         self._constraints = Constraints(tables)
         self._epoch_of = self.epoch_of = epoch_of  # epoch_of: for batchwrite.py's checkpoints
         self._changes = changes
-        # the last record stored: (record, its model's layout, its values' texts, its JSON): rule 5
-        self._written: tuple[dict[str, Any], str, list[str] | None, str | None] | None = None
-        # each model's payload templates (insert, update) and record layout, made once (events.py, rows.py)
+        # the last record stored: (record, its JSON as UTF-8: its stored form, rows.py, when
+        # made from its parts; else the record's own encoding, in its own key order): rule 5
+        self._written: tuple[dict[str, Any], bytes] | None = None
+        # each model's payload templates (insert, update), made once (events.py)
         self._templates = {name: payload_templates(name, t.model.fields) for name, t in tables.items()}
-        self._layouts = {name: layout(t.model.fields) for name, t in tables.items()}
         # A pass's writes held for one hand-over (rule 7), None while no run is open.
         self._run: _Run | None = None
         self.commit: CommitQueue | None = None
@@ -179,7 +179,7 @@ class WritePath:
             payload = check_payload(
                 event, (template % (offset, watermark, id_text(id_), *parts)).encode(), self.max_payload
             )
-        self._written = (record, self._layouts[table.name], parts, text)
+        self._written = (record, stored if text is None else text.encode("utf-8", "surrogatepass"))
         return record, values, stored, event, encode_frame(offset, payload)
 
     def insert_run_then(
@@ -271,20 +271,19 @@ class WritePath:
             payload = check_payload(event, (template % texts).encode(), self.max_payload)
         apply = partial(table.replace, current, values, was, stored, record, offset)  # no frame of its own
         future = self.submit(commit, table, offset, encode_frame(offset, payload), event, apply, done)
-        self._written = (record, self._layouts[table.name], parts, text)
+        self._written = (record, stored if text is None else text.encode("utf-8", "surrogatepass"))
         return previous, record, future
 
     def written_json(self, record: dict[str, Any]) -> bytes | None:
         """The JSON of `record` (`json_bytes(record)`'s bytes) when it is the record the last
-        `apply_insert` or `apply_replace` stored, else None (rule 5)."""
+        `apply_insert` or `apply_replace` stored, else None (rule 5): its stored text, which
+        is that JSON (rows.py), or the record's own encoding (one not in the record form);
+        None where a lone surrogate may be held (UTF-8 0xED), which `json_bytes` refuses:
+        the caller encodes the record as it always did."""
         written = self._written
-        if written is None or written[0] is not record:
+        if written is None or written[0] is not record or b"\xed" in written[1]:
             return None
-        _record, shape, parts, text = written
-        if text is None:  # made when asked: a POST's answer never asks (rule 5)
-            assert parts is not None  # a writer keeps its text whenever it has no parts
-            text = shape % tuple(parts)
-        return text.encode("utf-8")
+        return written[1]
 
     def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         previous, future = self.delete_then(table, id, None)

@@ -1,5 +1,5 @@
 """A follower's run of inserts put into its table in bulk (storage/tableruns.py `insert_run`):
-its records encoded with one call (runs.py `pack_run`), its new ids appended to the live
+its records encoded with one call (rows.py `pack_many`), its new ids appended to the live
 map at once (idmap.py `IdMap.extend_run`), and the index keys its check computed reused
 (followrun.py `Run.keys`). Each must leave what the one-at-a-time path leaves, byte for
 byte: units against `pack` and `IdMap.__setitem__`, then a table filled both ways. A
@@ -13,12 +13,11 @@ import random
 import pytest
 
 from dbsvc.errors import Unavailable
-from dbsvc.runtime import Query
+from dbsvc.runtime import Query, compact_json
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.idmap import IdMap
-from dbsvc.storage.rows import pack
-from dbsvc.storage.runs import pack_run
+from dbsvc.storage.rows import pack, pack_many
 from dbsvc.storage.tableruns import insert_run
 from dbsvc.storage.tenants import create_tenant
 from support.storage import check_indexes, open_store, run, user
@@ -28,6 +27,8 @@ PACK_CASES = {
     "a string holding the cut": [[1, "x],[y"], [2, "z"]],
     "nested lists": [[1, [2, [3]]], [4, [[5], [6]]]],
     "an object holding the cut": [[1, {"k": "],["}], [2, {}]],
+    "a string holding the objects' cut": [[1, "x},{y"], [2, "z"]],
+    "objects in a list holding the cut": [[1, [{"a": 1}, {"b": 2}]], [2, {"c": {}}]],
     "a string ending in a bracket": [[1, "a]"], [2, "[b"]],
     "control characters and non-ASCII": [[1, "\x00\n\t"], [2, "é ☃ \U0001f600"]],
     "a lone surrogate": [[1, "\ud800"], [2, "ok"]],
@@ -38,14 +39,17 @@ PACK_CASES = {
 
 
 @pytest.mark.parametrize("case", PACK_CASES)
-def test_pack_run_is_pack_of_each_record(case):
+def test_pack_many_is_pack_of_each_record(case):
     batch = PACK_CASES[case]
-    assert pack_run(batch) == [pack(values) for values in batch]
+    fields = ("id", "a", "b", "c", "d")[: len(batch[0]) if batch else 0]
+    made = pack_many(fields, batch)
+    assert made == [pack(fields, values) for values in batch]
+    assert made == [compact_json(dict(zip(fields, values))).encode("utf-8", "surrogatepass") for values in batch]
 
 
-def test_pack_run_refuses_what_pack_refuses():
+def test_pack_many_refuses_what_pack_refuses():
     with pytest.raises(ValueError):
-        pack_run([[1, 1.0], [2, float("nan")]])
+        pack_many(("id", "x"), [[1, 1.0], [2, float("nan")]])
 
 
 def _setitem_each(start: IdMap, ids: list, records: list) -> IdMap:

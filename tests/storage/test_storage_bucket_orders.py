@@ -160,7 +160,7 @@ def test_bulk_paths_drop_the_orders_and_lists_build_them_again():
     base = Table(ITEM)
     values = [ITEM.row(records[i]) for i in sorted(records)]
     base.load_base(
-        [pack(v) for v in values],
+        [pack(ITEM.fields, v) for v in values],
         {p: [ITEM.keys[ITEM.fields[p]](v[p]) for v in values] for p in base.columns},
         max(records),
     )

@@ -71,7 +71,7 @@ def test_a_snapshot_written_in_paced_pieces_is_the_file_written_whole(tenant, st
                 columns[key] += list(column)
         for key, column in columns.items():
             at = model.fields.index(key)
-            assert column == [row[at] for row in rows], (model.name, key)
+            assert column == [list(row.values())[at] for row in rows], (model.name, key)
     assert "lone \ud800" in columns_of(parts[0], path)
     users = snapshot.BLOCK_ROWS + 699
     # A pause after every PIECE_ROWS records parsed, every key column encoded and every block

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dbsvc.runtime import compact_json
 from dbsvc.storage.events import EventKind, event_payload, id_text, payload_templates
 from dbsvc.storage.rows import in_form, pack, pack_parts, previous_parts
 
@@ -39,7 +40,7 @@ def _fill(template: str, offset: int, watermark: int, id_, *parts: str) -> bytes
 def test_an_insert_s_template_filled_is_event_payload_byte_for_byte(values, model):
     record = dict(zip(FIELDS, values))
     stored, parts = pack_parts(FIELDS, record, values)
-    assert stored == pack(values) and parts is not None
+    assert stored == pack(FIELDS, values) == compact_json(record).encode("utf-8", "surrogatepass") and parts is not None
     insert, _update = payload_templates(model, FIELDS)
     expected = event_payload(EventKind.INSERT, model, 41, 12, values[0], record)
     assert _fill(insert, 41, 12, values[0], *parts) == expected
@@ -71,11 +72,11 @@ def test_fields_holding_percent_are_written_as_they_are():
 def test_pack_parts_gives_no_parts_where_the_record_is_not_in_its_form_or_nests():
     values = RECORDS[0]
     reordered = dict(reversed(list(zip(FIELDS, values))))
-    assert pack_parts(FIELDS, reordered, values) == (pack(values), None)
+    assert pack_parts(FIELDS, reordered, values) == (pack(FIELDS, values), None)
     assert not in_form(FIELDS, reordered)
     assert not in_form(FIELDS, {**dict(zip(FIELDS, values)), "more": 1})
     nested = (1, "x", 1.0, [1, {"a": "\x00"}], None)
-    assert pack_parts(FIELDS, dict(zip(FIELDS, nested)), nested) == (pack(nested), None)
+    assert pack_parts(FIELDS, dict(zip(FIELDS, nested)), nested) == (pack(FIELDS, nested), None)
 
 
 def test_previous_parts_reuses_only_texts_that_are_the_same_text():

@@ -138,7 +138,7 @@ def test_a_followers_run_and_the_bulk_paths():
     base = Table(ITEM)
     values = [ITEM.row(records[i]) for i in sorted(records)]
     base.load_base(
-        [pack(v) for v in values],
+        [pack(ITEM.fields, v) for v in values],
         {p: [ITEM.keys[ITEM.fields[p]](v[p]) for v in values] for p in base.columns},
         max(records),
     )

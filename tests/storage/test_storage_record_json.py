@@ -1,7 +1,8 @@
-"""A list page's records from their stored text (issue 36 item 2, wt-rand3): a record whose
-dict a page would make and drop comes as its JSON cut from its stored form (rows.py
-`record_json`, shown.py `ShownDicts.page` with texts), and the page's body is byte for byte
-the body the dicts gave: random pages of a real store (files in a temporary directory)
+"""A stored record is its record's JSON, `compact_json(record)` (session 27, wt-objform), and
+a list page's records are their stored texts (shown.py `ShownDicts.page` with texts); an
+array row of an older snapshot (formats 1-3) is made that object by a cut (rows.py
+`row_object`): every value kind, byte for byte. The page's body is byte for byte the body
+the dicts gave: random pages of a real store (files in a temporary directory)
 whose dict cache is full, over unicode, escapes, floats, nulls, `json` values, values
 holding commas, quotes and brackets of their own (session 18), records reshaped by an
 added field; the last record of a page stays a dict; what is kept is
@@ -14,9 +15,9 @@ import random
 import pytest
 
 from dbsvc.readcache import EncodedRecords
-from dbsvc.runtime import Query, json_bytes
-from dbsvc.storage import Store, shown
-from dbsvc.storage.rows import layout, pack, record_json, unpack
+from dbsvc.runtime import Query, compact_json, json_bytes
+from dbsvc.storage import Store
+from dbsvc.storage.rows import layout, pack, row_object, sent, unpack
 from support.storage import BLOG, ROOT, open_store, post, run, user
 
 POST = BLOG.BY_NAME["BlogPost"]
@@ -32,14 +33,27 @@ def dict_json(values) -> bytes:  # noqa: ANN001 (a record's values)
     return json_bytes(POST.decode(values))
 
 
+def record_json(shape: bytes, count: int, values) -> bytes | None:  # noqa: ANN001 (a record's values)
+    """The object an older snapshot's array row of `values` is made (rows.py `row_object`)."""
+    return row_object(shape, count, compact_json(list(values)).encode("utf-8", "surrogatepass"))
+
+
+def stored_of(values) -> bytes:  # noqa: ANN001 (a record's values)
+    """The stored form of a post's values, held to be its record's JSON byte for byte."""
+    stored = pack(POST.fields, values)
+    assert stored == compact_json(POST.decode(values)).encode("utf-8", "surrogatepass")
+    assert unpack(stored) == list(values)
+    return stored
+
+
 @pytest.mark.parametrize("tags", TAGS)
 @pytest.mark.parametrize("text", STRINGS)
 def test_record_json_is_the_dict_json_or_none(text, tags):
     for score in FLOATS:
         values = [7, 2, text, text[::-1], score < 1, score, tags]
-        stored = pack(values)
-        made = record_json(POST_LAYOUT, len(POST.fields), stored)
-        assert made is None or made == dict_json(unpack(stored))
+        stored = stored_of(values)
+        made = record_json(POST_LAYOUT, len(POST.fields), values)
+        assert made is None or made == dict_json(unpack(stored)) == stored
 
 
 @pytest.mark.parametrize(
@@ -58,14 +72,16 @@ def test_record_json_is_the_dict_json_or_none(text, tags):
     ],
 )
 def test_record_json_cuts_a_value_holding_commas_as_the_dict_json(values):
-    stored = pack(values)
-    made = record_json(POST_LAYOUT, len(POST.fields), stored)
+    stored = stored_of(values)
+    made = record_json(POST_LAYOUT, len(POST.fields), values)
     assert made is not None  # before: None, and the record decoded
     assert made == dict_json(unpack(stored))
 
 
 def test_record_json_leaves_a_lone_surrogate_to_the_decode():
-    assert record_json(POST_LAYOUT, len(POST.fields), pack([1, 2, "\ud800", "b,c", True, 1.5, None])) is None
+    values = [1, 2, "\ud800", "b,c", True, 1.5, None]
+    assert record_json(POST_LAYOUT, len(POST.fields), values) is None
+    assert sent(stored_of(values)) is None  # sent as its dict, which the app encodes
 
 
 def test_record_json_cuts_records_of_every_value_type_and_their_commas():
@@ -87,8 +103,7 @@ def test_record_json_cuts_records_of_every_value_type_and_their_commas():
 
     for i in range(3000):
         values = [i, rng.randint(-(2**63), 2**63 - 1), text(), text(), rng.random() < 0.5, rng.choice(FLOATS), nested()]
-        stored = pack(values)
-        assert record_json(POST_LAYOUT, len(POST.fields), stored) == dict_json(values)
+        assert record_json(POST_LAYOUT, len(POST.fields), values) == dict_json(values) == stored_of(values)
 
 
 def test_record_json_cuts_records_of_every_value_type():
@@ -99,8 +114,8 @@ def test_record_json_cuts_records_of_every_value_type():
         values = [i, rng.randint(-(2**63), 2**63 - 1), rng.choice(strings), rng.choice(strings)]
         values += [rng.choice([True, False]), rng.choice(FLOATS + [rng.random() * 10 ** rng.randint(-30, 30)])]
         values.append(rng.choice([None, [], ["x"], {"k": None}, 0]))
-        stored = pack(values)
-        out = record_json(POST_LAYOUT, len(POST.fields), stored)
+        stored_of(values)
+        out = record_json(POST_LAYOUT, len(POST.fields), values)
         assert out is not None  # no value holds a surrogate (commas: cut since session 18)
         assert out == dict_json(values)
         made += 1
@@ -181,29 +196,33 @@ def test_a_page_with_texts_is_the_dicts_page_byte_for_byte(store):
     assert texts > 100  # records not kept came as texts (0xED in their text: decoded)
 
 
-def test_texts_keep_what_dicts_kept(posts, monkeypatch):
-    """Two stores of one tenant, read alike but one with texts: the same dicts kept, the
-    same count refused. No share of the table past the floor (shown.py SHOWN_SHARE): a
-    page's texts weigh less than its dicts, so past the floor the share keeps more of them
-    (tests/storage/test_storage_shown_share.py)."""
-    monkeypatch.setattr(shown, "SHOWN_SHARE", 0)
-    plain = open_store(posts, readonly=True)
-    texted = open_store(posts, readonly=True)
-    try:
-        for s in (plain, texted):
-            full_dicts(s)
-        for query in queries(random.Random(9)):
-            plain.list_page("BlogPost", query)
-            texted.list_page("BlogPost", query, True)
-        a, b = plain.table("BlogPost").dicts, texted.table("BlogPost").dicts
-        assert list(a.ids) == list(b.ids) and a.refused == b.refused > 0
-    finally:
-        plain.close()
-        texted.close()
+def test_pages_with_texts_keep_nothing_and_refuse_nothing(store):
+    """A page with texts is its stored records as they are (shown.py, session 27): the
+    cache holds what the dicts' pages kept before, but for records handed out as dicts
+    (UTF-8 0xED in their text: Hangul here, a lone surrogate maybe) and a sorted page's
+    last record (its `Link` reads its dict), kept by `one`'s rule."""
+    full_dicts(store)
+    table = store.table("BlogPost")
+    dicts = table.dicts
+    kept = set(dicts.ids)
+    lasts = set()
+    for query in queries(random.Random(9)):
+        page = store.list_page("BlogPost", query, True)[0]
+        if page and query.sort:
+            lasts.add(page[-1]["id"])
+    added = set(dicts.ids) - kept
+    assert added and all(b"\xed" in table.live[i] or i in lasts for i in added)
 
 
 def cut(live, ids) -> bool:  # noqa: ANN001 (a table's live map)
-    return all(record_json(POST_LAYOUT, len(POST.fields), live[i]) is not None for i in ids)
+    return all(sent(live[i]) is not None for i in ids)
+
+
+def test_every_stored_record_of_a_real_store_is_its_record_json(store):
+    table = store.table("BlogPost")
+    for id_, stored in table.live.items():
+        record, _watermark = store.get("BlogPost", id_)
+        assert stored == compact_json(record).encode("utf-8", "surrogatepass")
 
 
 def test_a_texts_page_of_kept_records_is_their_kept_json_found_with_their_dicts(store):

@@ -192,7 +192,7 @@ def _swap(image: SnapshotImage) -> None:
     m.rows = rows
 
 
-NOT_LISTS = "snapshot rows of User are not lists of its 7 fields"
+NOT_LISTS = "snapshot rows of User are not objects of its 7 fields in order"  # format 4
 NOT_ASCENDING = "snapshot rows of User are not in strictly ascending id order"
 SNAPSHOT_REFUSALS = {
     "undeclared model": (_ghost, "snapshot holds model 'Ghost', which the schema does not declare"),

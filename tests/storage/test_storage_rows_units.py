@@ -17,7 +17,7 @@ def test_a_previous_record_in_another_key_order_is_encoded_as_it_is():
     record = dict(zip(FIELDS, values))
     previous = {"n": 2, "name": "a", "id": 1}
     assert pack_update(FIELDS, record, values, previous, was) == (
-        b'[1,"b",2]',
+        b'{"id":1,"name":"b","n":2}',
         '{"id":1,"name":"b","n":2}',
         '{"n":2,"name":"a","id":1}',
     )
@@ -38,18 +38,18 @@ def test_a_previous_record_in_the_record_form_reuses_the_unchanged_texts():
     values, was = (1, "b", [1, 2]), (1, "a", [1, 2])
     record = dict(zip(FIELDS, values))
     assert pack_update(FIELDS, record, values, dict(zip(FIELDS, was)), was) == (
-        b'[1,"b",[1,2]]',
+        b'{"id":1,"name":"b","n":[1,2]}',
         '{"id":1,"name":"b","n":[1,2]}',
         '{"id":1,"name":"a","n":[1,2]}',
     )
     values, was = (1, "b\u00e9", 2.5), (1, "b\u00e9", 2)
     record = dict(zip(FIELDS, values))
     assert pack_update(FIELDS, record, values, dict(zip(FIELDS, was)), was) == (
-        '[1,"b\u00e9",2.5]'.encode(),
+        '{"id":1,"name":"b\u00e9","n":2.5}'.encode(),
         '{"id":1,"name":"b\u00e9","n":2.5}',
         '{"id":1,"name":"b\u00e9","n":2}',
     )
     assert pack_shown(("id", "a b"), {"id": 1, "a b": "x,\u0000y"}, (1, "x,\u0000y")) == (
-        b'[1,"x,\\u0000y"]',
+        b'{"id":1,"a b":"x,\\u0000y"}',
         '{"id":1,"a b":"x,\\u0000y"}',
     )

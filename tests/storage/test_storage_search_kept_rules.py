@@ -165,7 +165,9 @@ def test_a_table_loaded_from_a_snapshot_keeps_its_entry_at_no_rows_and_replays_t
     base = Table(ITEM)
     values = [ITEM.row(record(i, "alpha beta")) for i in range(1, 1101)]
     base.load_base(
-        [pack(v) for v in values], {p: [ITEM.keys[ITEM.fields[p]](v[p]) for v in values] for p in base.columns}, 1100
+        [pack(ITEM.fields, v) for v in values],
+        {p: [ITEM.keys[ITEM.fields[p]](v[p]) for v in values] for p in base.columns},
+        1100,
     )
     assert base.rows == []
     found = matches(base, ("alpha", "beta"))

@@ -147,7 +147,7 @@ def test_kept_id_orders_follow_a_plain_model(start, steps):
             table = Table(ITEM)
             values = [ITEM.row(records[i]) for i in sorted(records)]
             table.load_base(
-                [pack(v) for v in values],
+                [pack(ITEM.fields, v) for v in values],
                 {p: [ITEM.keys[ITEM.fields[p]](v[p]) for v in values] for p in table.columns},
                 max(records, default=0),
             )

@@ -3,7 +3,8 @@
 - rows.py `pack_parts` makes a record's stored form and its values' texts from one encoding,
   `record_text` its JSON object from them, `previous_parts` an update's previous record's
   texts from those of the values it left alone (composed as a write composes them in
-  tests/support/packing.py): each is `pack(values)` / `compact_json(record)` / `compact_json(previous)` byte for
+  tests/support/packing.py): the stored form is `compact_json(record)` as UTF-8 (session 27: a
+  stored record is its record's JSON), the texts `compact_json(record)` / `compact_json(previous)`, byte for
   byte, for control characters, `%`, NUL, non-ASCII, lone surrogates, nested `json` values,
   values equal across types (1, 1.0, True; 0.0 and -0.0) and dicts not in the record form.
 - The store hands the application the JSON it logged (`Store.written_json`), so a PUT's or
@@ -44,13 +45,19 @@ RECORDS = [
 @pytest.mark.parametrize("values", RECORDS, ids=lambda v: str(v[0]))
 def test_pack_shown_is_pack_and_compact_json_byte_for_byte(values):
     record = dict(zip(FIELDS, values))
-    assert pack_shown(FIELDS, record, values) == (pack(values), compact_json(record))
+    assert pack_shown(FIELDS, record, values) == (stored_json(record), compact_json(record))
+    assert pack(FIELDS, values) == stored_json(record)
+
+
+def stored_json(record: dict) -> bytes:
+    """What a stored record is: its record's compact JSON, lone surrogates kept."""
+    return compact_json(record).encode("utf-8", "surrogatepass")
 
 
 def test_pack_shown_of_a_dict_not_in_the_record_form_encodes_the_dict_as_it_is():
     values = RECORDS[0]
     reordered = dict(reversed(list(zip(FIELDS, values))))
-    assert pack_shown(FIELDS, reordered, values) == (pack(values), compact_json(reordered))
+    assert pack_shown(FIELDS, reordered, values) == (pack(FIELDS, values), compact_json(reordered))
     extra = {**dict(zip(FIELDS, values)), "more": 1}
     assert pack_shown(FIELDS, extra, values)[1] == compact_json(extra)
 
@@ -79,7 +86,11 @@ UPDATES = [
 @pytest.mark.parametrize("old, new", UPDATES)
 def test_pack_update_gives_the_previous_record_s_json_byte_for_byte(old, new):
     previous, record = dict(zip(FIELDS, old)), dict(zip(FIELDS, new))
-    assert pack_update(FIELDS, record, new, previous, old) == (pack(new), compact_json(record), compact_json(previous))
+    assert pack_update(FIELDS, record, new, previous, old) == (
+        stored_json(record),
+        compact_json(record),
+        compact_json(previous),
+    )
 
 
 SCALARS = st.one_of(
@@ -95,8 +106,12 @@ VALUES = st.tuples(SCALARS, SCALARS, SCALARS, st.one_of(SCALARS, st.lists(SCALAR
 @given(VALUES, VALUES)
 def test_pack_update_agrees_with_two_encodings_on_any_values(old, new):
     previous, record = dict(zip(FIELDS, old)), dict(zip(FIELDS, new))
-    assert pack_update(FIELDS, record, new, previous, old) == (pack(new), compact_json(record), compact_json(previous))
-    assert pack_shown(FIELDS, record, new) == (pack(new), compact_json(record))
+    assert pack_update(FIELDS, record, new, previous, old) == (
+        stored_json(record),
+        compact_json(record),
+        compact_json(previous),
+    )
+    assert pack_shown(FIELDS, record, new) == (stored_json(record), compact_json(record))
 
 
 # -- the store hands its JSON to the response -------------------------------------------------

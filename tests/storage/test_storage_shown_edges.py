@@ -1,11 +1,9 @@
 """storage/shown.py `ShownDicts` at the edges session 21's tests did not reach (its lazy
 decode, the pages' keeping, the size rule), each written out by hand, no store, no fixture:
 
-- a record that may hold a lone surrogate (no JSON cut: `record_json` None) admitted by a
-  page with texts at a place other than the last is kept as its dict, and a page with texts
-  asked again hands out that very dict;
-- a record kept as its JSON alone that comes last in a later page with texts is decoded once
-  for it and kept: asking its dict afterwards decodes nothing more;
+- a record that may hold a lone surrogate (never sent as its stored text) in a page with
+  texts at a place other than the last is its dict, kept by `one`'s rule, and a page with
+  texts asked again hands out that very dict;
 - a kept page whose stored records changed is kept again at that very ask (no second ask):
   after its single dicts were forgotten, the next ask still gives that ask's answer;
 - a stored record of exactly SHOWN_BYTES is kept, one byte more is not, and a longer version
@@ -17,34 +15,19 @@ session 22); bench/mutation_inprocess.py runs them per mutant."""
 from __future__ import annotations
 
 from dbsvc.storage.shown import SHOWN_BYTES, ShownDicts
-from support.shownkit import FIELDS, Counted, decoded, json_of, stored
+from support.shownkit import FIELDS, decoded, json_of, stored
 
 
-def test_a_record_without_a_cut_admitted_by_a_page_with_texts_is_kept_as_its_dict_and_handed_out_again():
+def test_a_record_that_may_hold_a_lone_surrogate_in_a_page_with_texts_is_its_kept_dict():
     dicts = ShownDicts(decoded, capacity=8, window=64, fields=FIELDS)
-    odd = stored(1, "\ud800,b")  # may hold a lone surrogate: never cut, always a dict
+    odd = stored(1, "\ud800,b")  # may hold a lone surrogate: never sent as its text, always a dict
     page = [odd, stored(2)]
     first = dicts.page([1, 2], page, texts=True)
     assert first[0] == {"id": 1, "name": "\ud800,b"} and type(first[0]) is dict
-    assert list(dicts.ids) == [1, 2] and dicts.refused == 0
+    assert list(dicts.ids) == [1, 2] and dicts.refused == 0  # `one`'s rule, and the last's
     assert dicts.one(1, odd) is first[0]  # kept: the same dict for this stored version
-    again = dicts.page([1, 2], page, texts=True)  # its entry holds a dict and no JSON
+    again = dicts.page([1, 2], page, texts=True)
     assert again[0] is first[0] and again[1].text == json_of(2)
-
-
-def test_a_record_kept_as_json_alone_coming_last_is_decoded_once_for_its_page_and_kept():
-    decode = Counted()
-    dicts = ShownDicts(decode, capacity=8, window=64, fields=FIELDS)
-    one, two = stored(1), stored(2)
-    dicts.page([1, 2], [one, two], texts=True)  # 1 kept as its JSON alone, 2 (the last) decoded
-    assert decode.calls == 1
-    # 1 last now, beside a miss (so the page is taken one by one): its dict decoded once;
-    # 3 is kept as its JSON alone
-    last = dicts.page([3, 1], [stored(3), one], texts=True)[1]
-    assert last == {"id": 1, "name": "r1"} and last.text == json_of(1) and decode.calls == 2
-    kept = dicts.one(1, one)  # decoded by the page above and kept there: nothing decoded now
-    assert kept == last and decode.calls == 2
-    assert dicts.one(1, one) is kept
 
 
 def test_a_kept_page_whose_records_changed_is_kept_again_at_that_ask():
@@ -62,22 +45,6 @@ def test_a_kept_page_whose_records_changed_is_kept_again_at_that_ask():
         dicts.forget(id_)
     again = dicts.page([1, 2], [one, new])  # no single dict left: only a kept page gives these
     assert again[0] is changed[0] and again[1] is changed[1]
-
-
-def test_a_kept_page_with_texts_whose_records_changed_is_kept_again_at_that_ask():
-    dicts = ShownDicts(decoded, capacity=100, window=64, fields=FIELDS)
-    one, two, three = stored(1), stored(2), stored(3)
-    dicts.page([1, 2, 3], [one, two, three], texts=True)
-    dicts.page([1, 2, 3], [one, two, three], texts=True)  # the second ask: kept
-    for n in range(64):  # as above: the stale ask is not a second ask in the window
-        dicts.page([n + 100], [stored(n + 100)], texts=True)
-    new = stored(2, "new")
-    changed = dicts.page([1, 2, 3], [one, new, three], texts=True)
-    assert changed[:2] == [json_of(1), json_of(2, "new")]
-    for id_ in (1, 2, 3):
-        dicts.forget(id_)
-    again = dicts.page([1, 2, 3], [one, new, three], texts=True)  # forgotten: only a kept page has these
-    assert all(a is b for a, b in zip(again, changed))
 
 
 def sized(id_: int, size: int) -> bytes:

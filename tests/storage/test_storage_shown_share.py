@@ -18,35 +18,35 @@ from dbsvc.runtime import Query, compact_json
 from dbsvc.storage import Store, shown
 from dbsvc.storage.shown import ShownDicts, weight
 from dbsvc.storage.tenants import create_tenant
-from support.shownkit import FIELDS, decoded, json_of, stored
+from support.shownkit import FIELDS, decoded, stored
 from support.storage import open_store, run, user
 
 
 def test_a_cache_past_its_floor_keeps_what_its_share_allows():
-    """Records kept as their JSON alone (pages with texts in id order) past `capacity`
-    while their weight is under the share of the table's records; then each new one evicts
-    the oldest, and the weight stays within one entry of the share."""
+    """Dicts kept past `capacity` (each from its second read) while their weight is under
+    the share of the table's records; then each new one evicts the oldest, and the weight
+    stays within one entry of the share."""
     records = [1]  # the table's count, as `sized` reads it
     dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS, id_field="id", sized=lambda: records[0])
-    each = weight((stored(10), None, json_of(10)))  # ids 10-99: the same weight each
-    dicts.page(list(range(10, 18)), [stored(i) for i in range(10, 18)], texts=True, keyed=False)
-    assert list(dicts.ids) == [10, 11]  # 1 record allows 128 bytes: the floor only
-    records[0] = 20  # the table grew: 2,560 bytes allow as many entries as weigh less
-    dicts.page(list(range(20, 60)), [stored(i) for i in range(20, 60)], texts=True, keyed=False)
-    allowed = -(-shown.SHOWN_SHARE * 20 // each)  # admitted while under: the last one crosses it
-    assert list(dicts.ids) == [10, 11, *range(20, 20 + allowed - 2)]
-    assert dicts.weighs == allowed * each
-    for i in range(60, 70):  # each asked twice: kept from its second read (admission.py)
-        dicts.page([i], [stored(i)], texts=True, keyed=False)
-        dicts.page([i], [stored(i)], texts=True, keyed=False)
+    each = weight((stored(10), {}))  # ids 10-99: the same weight each
+
+    def twice(ids) -> None:  # noqa: ANN001 (ids)
+        for i in ids:
+            for _ in range(2):
+                dicts.one(i, stored(i))
+
+    twice(range(10, 18))
+    assert len(dicts.ids) == 2 and dicts.weighs == 2 * each  # 1 record allows 128 bytes: the floor only
+    records[0] = 200  # the table grew: 25,600 bytes allow as many entries as weigh less
+    twice(range(20, 80))
+    allowed = -(-shown.SHOWN_SHARE * 200 // each)  # admitted while under: the last one crosses it
     kept = list(dicts.ids)
-    assert kept[-10:] == list(range(60, 70)) and len(kept) == allowed and 10 not in kept
-    assert dicts.weighs == allowed * each
+    assert len(kept) == allowed and kept[-1] == 79 and dicts.weighs == allowed * each
 
 
 def test_a_dict_asked_alone_is_kept_past_the_floor_from_its_second_read():
     """A GET's dict (`one`) past `capacity` is refused on its first read however light the
-    cache, and kept from its second; a page's record under the same share is kept at once."""
+    cache, and kept from its second; a page with texts keeps nothing and refuses nothing."""
     dicts = ShownDicts(decoded, capacity=1, window=64, fields=FIELDS, id_field="id", sized=lambda: 1000)
     first = stored(1)
     dicts.one(1, first)
@@ -55,25 +55,22 @@ def test_a_dict_asked_alone_is_kept_past_the_floor_from_its_second_read():
     dicts.one(2, record)
     assert list(dicts.ids) == [1, 2]
     dicts.page([3], [stored(3)], texts=True, keyed=False)
-    assert list(dicts.ids) == [1, 2, 3] and dicts.refused == 1
+    assert list(dicts.ids) == [1, 2] and dicts.refused == 1
 
 
 def test_the_weight_follows_every_entry_and_returns_to_nothing():
-    """Dicts decoded into kept texts, texts cut into kept dicts, records replaced, made too
-    long to keep, and forgotten: the summed weight is the kept entries' all along."""
-    dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS, id_field="id", sized=lambda: 1000)
+    """Dicts kept by pages, records replaced, made too long to keep, and forgotten: the
+    summed weight is the kept entries' all along."""
+    dicts = ShownDicts(decoded, capacity=4, window=64, fields=FIELDS, id_field="id", sized=lambda: 1000)
     kept = {i: stored(i) for i in range(1, 5)}  # an entry is found by its stored record's identity
-    dicts.page([1, 2, 3], [kept[1], kept[2], kept[3]], texts=True, keyed=False)
-    assert dicts.weighs == sum(weight((kept[i], None, json_of(i))) for i in (1, 2, 3))
-    assert dicts.one(2, kept[2]) == {"id": 2, "name": "r2"}  # its dict decoded into its entry
-    dicts.page([4], [kept[4]])  # a dict kept without its JSON
-    dicts.page([4], [kept[4]], texts=True)  # its JSON cut into its entry
+    dicts.page([1, 2, 3, 4], [kept[1], kept[2], kept[3], kept[4]])
+    assert dicts.weighs == sum(weight((kept[i], {})) for i in (1, 2, 3, 4))
+    dicts.page([1, 2], [kept[1], kept[2]], texts=True)  # nothing kept, nothing weighed
+    assert dicts.weighs == sum(weight((kept[i], {})) for i in (1, 2, 3, 4))
     dicts.remember(1, stored(1, "new"), {"id": 1, "name": "new"})
-    dicts.remember(3, b"[3,%s]" % json.dumps("x" * 5000).encode(), {"id": 3, "name": "x" * 5000})
+    dicts.remember(3, b'{"id":3,"name":%s}' % json.dumps("x" * 5000).encode(), {"id": 3, "name": "x" * 5000})
     assert sorted(dicts.ids) == [1, 2, 4]
-    assert dicts.weighs == (
-        weight((stored(1, "new"), {}, None)) + weight((kept[2], {}, json_of(2))) + weight((kept[4], {}, json_of(4)))
-    )
+    assert dicts.weighs == weight((stored(1, "new"), {})) + weight((kept[2], {})) + weight((kept[4], {}))
     for i in (1, 2, 4):
         dicts.forget(i)
     assert dicts.weighs == 0 and not dicts.ids

@@ -7,7 +7,6 @@ pages of at most 100 ids are kept, the last 64 of them, after the single dicts w
 
 from __future__ import annotations
 
-from dbsvc.runtime import json_bytes
 from dbsvc.storage.shown import ShownDicts
 from support.shownkit import FIELDS, Counted, decoded, json_of, stored
 
@@ -170,64 +169,12 @@ def full(capacity: int = 2) -> ShownDicts:
     return dicts
 
 
-def test_a_full_cache_hands_a_refused_record_out_as_its_json_but_the_last():
-    dicts = full()
-    out = dicts.page([1, 2, 3], [stored(1), stored(2), stored(3)], texts=True)
-    assert out[:2] == [json_of(1), json_of(2)] and type(out[0]) is bytes
-    assert out[2] == {"id": 3, "name": "r3"}  # the last: a dict, its Link reads it
-    assert dicts.refused == 3 and list(dicts.ids) == [9001, 9002]  # nothing kept, as without texts
-    assert dicts.page([1], [stored(1)], texts=True) == [{"id": 1, "name": "r1"}]  # second read: kept
-    assert list(dicts.ids) == [9002, 1] and dicts.refused == 3
-
-
 def test_texts_are_asked_for_only_when_the_caller_says_so_and_the_cache_knows_its_fields():
     dicts = full()
     assert dicts.page([1, 2], [stored(1), stored(2)]) == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}]
     bare = ShownDicts(decoded, capacity=1, window=64)  # no fields: every record a dict
     bare.page([9], [stored(9)])
     assert bare.page([1, 2], [stored(1), stored(2)], texts=True) == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}]
-
-
-def test_a_kept_dict_and_a_kept_version_come_as_their_json_in_a_page_with_texts():
-    dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS)
-    one, two = stored(1), stored(2)
-    kept = dicts.page([1, 2], [one, two])  # not full yet: both kept
-    new = stored(2, "new")  # a new version of a kept record: kept at once, with its JSON
-    out = dicts.page([1, 2, 7, 8], [one, new, stored(7), stored(8)], texts=True)
-    assert out[:3] == [json_of(1), json_bytes({"id": 2, "name": "new"}), json_of(7)]
-    assert out[3] == {"id": 8, "name": "r8"} and out[3].text == json_of(8)
-    assert dicts.one(1, one) is kept[0] and dicts.one(2, new) == {"id": 2, "name": "new"}
-    assert dicts.page([2], [new])[0] is dicts.one(2, new) and dicts.refused == 2
-    assert dicts.page([1, 2], [one, new], texts=True)[0] is out[0]  # the JSON kept beside 1's dict
-
-
-def test_a_record_with_a_comma_of_its_own_is_cut_in_a_page_with_texts():
-    dicts = full()
-    out = dicts.page([1, 2], [stored(1, 'a,"b",[c]'), stored(2)], texts=True)
-    assert out[0] == json_bytes({"id": 1, "name": 'a,"b",[c]'}) and dicts.refused == 2  # decoded before session 18
-
-
-def test_a_record_that_may_hold_a_lone_surrogate_is_decoded_in_a_page_with_texts():
-    dicts = full()
-    out = dicts.page([1, 2], [stored(1, "\ud800,b"), stored(2)], texts=True)
-    assert out[0] == {"id": 1, "name": "\ud800,b"} and dicts.refused == 2
-
-
-def test_a_page_with_texts_hands_its_kept_records_json_cut_once_and_is_kept_from_its_second_ask():
-    dicts = full()
-    page = [stored(1), stored(2)]
-    dicts.page([9001, 9002], [stored(9001), stored(9002)])  # a page of kept dicts: asked once
-    first = dicts.page([1, 2], page, texts=True)  # both refused: cut and dropped
-    second = dicts.page([1, 2], page, texts=True)  # their second read: kept, with their JSON
-    third = dicts.page([1, 2], page, texts=True)  # found: the kept JSON, not cut again
-    assert type(first[0]) is type(second[0]) is type(third[0]) is bytes and first[0] == json_of(1)
-    assert third[0] is second[0] and first[0] is not second[0] and dicts.refused == 2
-    assert third[1] is not second[1] and third[1].text is second[1].text  # a new copy, the kept JSON
-    kept = dicts.one(2, page[1])
-    assert type(kept) is dict and kept == third[1] and kept is not third[1]  # the kept dict stays plain
-    fourth = dicts.page([1, 2], page, texts=True)  # kept from its second ask with every record kept
-    assert fourth == third and fourth is not third and fourth[1] is third[1]
-    assert dicts.page([1, 2], [page[0], stored(2)], texts=True)[1] is not third[1]  # 2 stored anew
 
 
 def test_a_kept_json_is_never_handed_out_for_another_stored_version():
@@ -249,42 +196,6 @@ def test_a_kept_json_is_never_handed_out_for_another_stored_version():
 
 
 # -- an admitted record kept as its JSON alone, its dict decoded when asked (wt-rand9) -------
-
-
-def test_a_record_admitted_by_a_page_with_texts_is_decoded_only_when_its_dict_is_asked_for():
-    """A whole page hands out JSON: the records it admits are kept as their JSON alone (the
-    last is decoded, its Link reads it); the first ask for one's dict decodes it once and
-    keeps it, so every later ask of that stored version is that very dict."""
-    decode = Counted()
-    dicts = ShownDicts(decode, capacity=8, window=64, fields=FIELDS)
-    page = [stored(1), stored(2), stored(3)]
-    whole = dicts.page([1, 2, 3], page, texts=True)
-    assert whole[:2] == [json_of(1), json_of(2)] and whole[2].text == json_of(3)
-    assert decode.calls == 1 and list(dicts.ids) == [1, 2, 3] and dicts.refused == 0  # kept, 1 and 2 undecoded
-    again = dicts.page([1, 2, 3], page, texts=True)  # found whole: the kept JSON, nothing decoded
-    assert again[0] is whole[0] and again[1] is whole[1] and decode.calls == 1
-    one = dicts.one(1, page[0])
-    assert one == {"id": 1, "name": "r1"} and decode.calls == 2
-    assert dicts.one(1, page[0]) is one and decode.calls == 2  # decoded once, then kept
-    projected = dicts.page([1, 2, 3], page)  # a page of dicts right after: 2 decoded now, once
-    assert projected == [{"id": i, "name": f"r{i}"} for i in (1, 2, 3)] and decode.calls == 3
-    assert projected[0] is one and dicts.one(2, page[1]) is projected[1] and dicts.one(3, page[2]) is projected[2]
-    assert dicts.page([1, 2, 3], page) == projected and decode.calls == 3 and dicts.refused == 0
-    assert dicts.page([2], page[1:2], texts=True)[0].text is whole[1]  # its JSON still kept beside, not cut again
-
-
-def test_a_page_of_dicts_whose_records_are_all_kept_as_json_alone_decodes_each_once():
-    """The found-whole path of a page of dicts (every entry that very stored record's) must
-    not hand out an undecoded entry: it decodes those and keeps them."""
-    decode = Counted()
-    dicts = ShownDicts(decode, capacity=8, window=64, fields=FIELDS)
-    page = [stored(1), stored(2), stored(3)]
-    dicts.page([1, 2, 3], page, texts=True)  # 1 and 2 kept as JSON alone, 3 (the last) decoded
-    dicts.page([3, 2, 1], page[::-1], texts=True)  # found whole: its last, 1, decoded now
-    assert decode.calls == 2  # each page's last; 2 still undecoded
-    out = dicts.page([1, 2], page[:2])  # every entry found, 2's without its dict
-    assert out == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}] and decode.calls == 3
-    assert dicts.one(1, page[0]) is out[0] and dicts.one(2, page[1]) is out[1]
 
 
 def test_a_record_kept_as_json_alone_is_never_served_for_another_version_or_after_it_left():
@@ -309,16 +220,3 @@ def test_a_record_kept_as_json_alone_is_never_served_for_another_version_or_afte
     back = stored(1, "back")  # stored again under the same id
     assert dicts.page([1, 2], [back, newer], texts=True)[0] == json_of(1, "back")
     assert dicts.one(1, back) == {"id": 1, "name": "back"}
-
-
-def test_a_record_kept_as_json_alone_evicted_by_a_miss_of_the_same_page_is_decoded_and_not_kept_again():
-    """A page's entries are found before its misses are kept: a miss admitted there may
-    evict a record kept as its JSON alone that the page holds further on; that record is
-    then decoded for this page only, and the cache stays at its capacity."""
-    dicts = ShownDicts(decoded, capacity=2, window=64, fields=FIELDS)
-    one, nine = stored(1), stored(9)
-    dicts.page([1, 2, 9], [one, stored(2), nine], texts=True)  # 1 and 2 kept, 9 refused
-    assert list(dicts.ids) == [1, 2] and dicts.refused == 1
-    out = dicts.page([9, 1], [nine, one])  # 9's second read: kept, evicting 1
-    assert out == [{"id": 9, "name": "r9"}, {"id": 1, "name": "r1"}]
-    assert list(dicts.ids) == [2, 9]

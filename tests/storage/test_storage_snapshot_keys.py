@@ -86,7 +86,7 @@ def test_the_writer_puts_each_block_of_rows_after_its_keys(compacted):
     tenant, _want, stored = compacted
     bodies = _bodies(tenant)
     header = json.loads(bodies[0])
-    assert header["format"] == 3 and header["block_rows"] == 4
+    assert header["format"] == 4 and header["block_rows"] == 4
     models = {m["name"]: m for m in header["models"]}
     assert models["User"]["keys"] == USER_KEYS == Table(BLOG.BY_NAME["User"]).key_fields
     assert models["User"]["count"] == N_USERS - 1 and models["BlogPost"]["count"] == 0
@@ -100,7 +100,9 @@ def test_the_writer_puts_each_block_of_rows_after_its_keys(compacted):
         versions = json.loads(bodies[3 + 3 * n])  # each record's last write: offsets 1-10
         assert versions == ({"first": block[0], "count": len(block)} if n != 1 else block)
         assert rows[1:-1].split(b",\t") == [stored[i] for i in block]  # the rows are the records
-        values = json.loads(rows)  # and one JSON array
+        objects = json.loads(rows)  # and one JSON array of the records' objects
+        assert all(list(o) == fields for o in objects)
+        values = [list(o.values()) for o in objects]
         assert values == [unpack(stored[i]) for i in block]
         assert keys[0] == ({"first": block[0], "count": len(block)} if n != 1 else block)
         for name, column in zip(USER_KEYS, keys):
@@ -145,7 +147,7 @@ def test_a_sample_is_every_64th_row_and_each_blocks_last(tenant, monkeypatch, st
 
     def counting(text, at):
         value = scan(text, at)
-        scanned.append(value[0][0])
+        scanned.append(value[0]["id"])
         return value
 
     monkeypatch.setattr(snapshotreader, "SCAN", counting)
@@ -159,7 +161,7 @@ def test_the_same_file_in_format_1_reads_the_same(compacted):
     assert opened_users(tenant) == (want, stored)
 
 
-def test_a_format_1_snapshot_is_compacted_into_format_3(compacted):
+def test_a_format_1_snapshot_is_compacted_into_format_4(compacted):
     tenant, want, _stored = compacted
     snapshot_in_format_1(_path(tenant))
     s = open_store(tenant)
@@ -171,7 +173,7 @@ def test_a_format_1_snapshot_is_compacted_into_format_3(compacted):
         run(go())
     finally:
         s.close()
-    assert json.loads(_bodies(tenant)[0])["format"] == 3
+    assert json.loads(_bodies(tenant)[0])["format"] == 4
     assert _users(tenant) == want
 
 
@@ -258,7 +260,7 @@ def _edit_header(change):
 
 def _other_email(texts: list[bytes]) -> bytes:
     row = json.loads(texts[0])
-    row[1] = "someone@else.example"
+    row["email"] = "someone@else.example"
     return b"[" + b",\t".join([json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode(), *texts[1:]]) + b"]"
 
 
@@ -269,7 +271,7 @@ def _last_id_is_3(bodies: list[bytes]) -> None:
     keys[0] = {"first": 3, "count": 1}
     bodies[7] = json.dumps(keys, ensure_ascii=False).encode()
     row = json.loads(bodies[8])[0]
-    row[0] = 3
+    row["id"] = 3
     bodies[8] = b"[" + json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode() + b"]"
 
 
@@ -281,7 +283,7 @@ def _block_2_starts_at_id_2(bodies: list[bytes]) -> None:
     bodies[4] = json.dumps(keys, ensure_ascii=False).encode()
     texts = bodies[5][1:-1].split(b",\t")
     row = json.loads(texts[0])
-    row[0] = 2
+    row["id"] = 2
     texts[0] = json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()
     bodies[5] = b"[" + b",\t".join(texts) + b"]"
 
@@ -325,7 +327,7 @@ REFUSALS = {
         "model 'User': row 1 of a block is not one row of 7 fields matching its keys line",
     ),
     "a sampled row not JSON": (
-        _edit_rows(2, lambda t: b"[" + b",\t".join([*t[:3], t[3][:-1] + b"}"]) + b"]"),
+        _edit_rows(2, lambda t: b"[" + b",\t".join([*t[:3], t[3][:-1] + b"]"]) + b"]"),
         2,
         "model 'User': row 4 of a block is not one row of 7 fields matching its keys line",
     ),
@@ -372,7 +374,11 @@ REFUSALS = {
         0,
         "snapshot header: block_rows 0 is not a positive integer",
     ),
-    "a format to come": (_edit_header(lambda h: h.update(format=4)), 0, "snapshot format 4, expected one of [1, 2, 3]"),
+    "a format to come": (
+        _edit_header(lambda h: h.update(format=5)),
+        0,
+        "snapshot format 5, expected one of [1, 2, 3, 4]",
+    ),
     "versions line short": (
         lambda b: b.__setitem__(3, b"[1,2,3]"),
         3,
@@ -482,7 +488,7 @@ def test_any_records_read_from_the_keys_as_from_the_rows(users, deleted, block, 
         want, stored = dict(s.tables["User"].records), dict(s.tables["User"].live)
         s.close()
         compact_tenant(base, "t")
-        assert json.loads(_bodies(tenant)[0])["format"] == 3
+        assert json.loads(_bodies(tenant)[0])["format"] == 4
         assert opened_users(tenant) == (want, stored)
         snapshot_in_format_1(_path(tenant))
         assert _users(tenant) == want

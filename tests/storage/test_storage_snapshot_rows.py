@@ -22,6 +22,7 @@ from dbsvc.storage.tenants import compact_tenant
 from support.storage import BLOG, open_store, opened_users, run, snapshot_in_format_1, user
 
 N_USERS = 10
+USER_FIELDS = BLOG.BY_NAME["User"].fields
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_a_line_without_tabs_is_read_and_its_rows_packed(compacted):
     _data, _line, windows = _read(tenant)
     assert [(len(p), t) for p, t in windows] == [(N_USERS, None)]
     assert _users(tenant) == want
-    assert list(_stored(tenant).values()) == [pack(r) for r in whole]
+    assert list(_stored(tenant).values()) == [pack(USER_FIELDS, r) for r in whole]
 
 
 def test_a_line_of_the_older_pieces_is_read_and_its_rows_packed(compacted):
@@ -105,7 +106,7 @@ def test_a_line_of_the_older_pieces_is_read_and_its_rows_packed(compacted):
     assert sum(len(p) for p, _t in windows) == N_USERS
     assert [len(p) for p, t in windows if t is None] == [3, 3, 3]  # the last text is one row: kept
     assert _users(tenant) == want
-    assert list(_stored(tenant).values()) == [pack(r) for r in rows]
+    assert list(_stored(tenant).values()) == [pack(USER_FIELDS, r) for r in rows]
 
 
 def test_a_text_that_is_not_exactly_one_row_is_never_kept(compacted, monkeypatch):
@@ -129,18 +130,19 @@ def test_a_text_that_is_not_exactly_one_row_is_never_kept(compacted, monkeypatch
     assert [(len(p), t) for p, t in windows] == [(N_USERS, None)]
     fields = BLOG.BY_NAME["User"].fields
     assert _users(tenant) == {r[0]: dict(zip(fields, r)) for r in rows}
-    assert list(_stored(tenant).values()) == [pack(r) for r in rows]
+    assert list(_stored(tenant).values()) == [pack(USER_FIELDS, r) for r in rows]
 
 
-def test_a_row_written_with_spaces_is_kept_as_it_is_and_reads_the_same(compacted):
-    """`json.dumps`'s default ", " and ": " inside rows: each text is still exactly one
-    value, so it is kept byte for byte, and every read gives the values back."""
+def test_a_row_written_with_spaces_is_stored_as_its_record_and_reads_the_same(compacted):
+    """`json.dumps`'s default ", " and ": " inside rows: the rows of a format-1 file are
+    arrays, so its records are stored as their objects packed from the parsed rows (the
+    compact JSON a write stores), and every read gives the values back."""
     tenant, want = compacted
     rows = json.loads(_lines(tenant)[1][9:])
     texts = [json.dumps(r).encode() for r in rows]
     assert b", " in texts[0]
     _rewrite_user_line(tenant, b"[" + b",\t".join(texts) + b"]")
-    assert list(_stored(tenant).values()) == texts
+    assert list(_stored(tenant).values()) == [pack(USER_FIELDS, r) for r in rows]
     assert _users(tenant) == want
 
 

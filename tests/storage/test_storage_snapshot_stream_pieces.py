@@ -32,7 +32,7 @@ FIELDS = ["id", "name"]
 
 def test_a_streamed_snapshot_of_stored_records_is_the_encoded_one_and_pauses_in_every_block(tmp_path) -> None:
     rows = [[i, "n%05d" % (7919 * i % 10007)] for i in range(1, 2 * BLOCK_ROWS + 253)]
-    stored = [pack(r) for r in rows]
+    stored = [pack(FIELDS, r) for r in rows]
     # a chunk of exactly BLOCK_ROWS (taken whole), then two that are gathered and cut
     cuts = [(0, BLOCK_ROWS), (BLOCK_ROWS, BLOCK_ROWS + 300), (BLOCK_ROWS + 300, len(rows))]
     chunks = [(stored[a:b], [HEAD] * (b - a)) for a, b in cuts]

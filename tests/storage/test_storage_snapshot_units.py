@@ -72,21 +72,24 @@ FIELDS = ["id", "email", "name"]
 
 def expected_file() -> bytes:
     """The documented bytes of a snapshot of three users (their versions 4, 7 and 9) and an
-    empty Tag model: format 3, three lines a block."""
+    empty Tag model: format 4, three lines a block, each row its record's object."""
     head = (
-        b'{"format":3,"epoch":"0123456789abcdef0123456789abcdef","head_offset":9,"block_rows":2048,'
+        b'{"format":4,"epoch":"0123456789abcdef0123456789abcdef","head_offset":9,"block_rows":2048,'
         b'"models":[{"name":"User","fields":["id","email","name"],"count":3,"max_id":3,"keys":["id","email"]},'
         b'{"name":"Tag","fields":["id","label"],"count":0,"max_id":0,"keys":["id"]}]}'
     )
     keys = b'[{"first":1,"count":3},["a@b.c","x@y.z","q@r.s"]]'
-    rows = b'[[1,"a@b.c","Ann"],\t[2,"x@y.z","Xi"],\t[3,"q@r.s","Q"]]'
+    rows = (
+        b'[{"id":1,"email":"a@b.c","name":"Ann"},\t{"id":2,"email":"x@y.z","name":"Xi"},'
+        b'\t{"id":3,"email":"q@r.s","name":"Q"}]'
+    )
     versions = b"[4,7,9]"
     return line(head) + line(keys) + line(rows) + line(versions)
 
 
 @pytest.mark.parametrize("stored", [False, True], ids=["values", "stored-records"])
 def test_the_writer_puts_down_the_documented_bytes(stored):
-    rows = [js(r) for r in USERS] if stored else USERS
+    rows = [js(dict(zip(FIELDS, r))) for r in USERS] if stored else USERS
     image = SnapshotImage(
         EPOCH,
         9,
@@ -125,12 +128,12 @@ def test_a_lone_surrogate_in_a_keyed_value_is_written_and_read_back_as_it_was():
     image = SnapshotImage(EPOCH, 9, [ModelImage("User", ["id", "name"], [[1, "\ud800x"]], 1, ["id", "name"])])
     data = b"".join(encode_snapshot(image))
     assert data.split(b"\n")[1][9:] == b'[{"first":1,"count":1},["\xed\xa0\x80x"]]'
-    assert data.split(b"\n")[2][9:] == b'[[1,"\xed\xa0\x80x"]]'
+    assert data.split(b"\n")[2][9:] == b'[{"id":1,"name":"\xed\xa0\x80x"}]'
     _epoch, _head, parts = read_snapshot(PATH, data)
     [(texts, columns)] = list(model_blocks(PATH, parts[0]))
-    assert texts == [b'[1,"\xed\xa0\x80x"]']
+    assert texts == [b'{"id":1,"name":"\xed\xa0\x80x"}']
     assert columns == {"id": range(1, 2), "name": ["\ud800x"]}
-    assert list(model_windows(PATH, parts[0])) == [([[1, "\ud800x"]], [b'[1,"\xed\xa0\x80x"]'])]
+    assert list(model_windows(PATH, parts[0])) == [([[1, "\ud800x"]], [b'{"id":1,"name":"\xed\xa0\x80x"}'])]
     assert decode_snapshot(PATH, data).models[0].rows == [[1, "\ud800x"]]
 
 
@@ -335,8 +338,8 @@ def test_blocks_of_one_row_are_read():
 # --- format 3: the versions lines -------------------------------------------------------
 
 
-def header_3(*models: tuple[str, list[str], int, int, list[str]], block_rows: int = 2048) -> bytes:
-    head = {"format": 3, "epoch": EPOCH, "head_offset": 9, "block_rows": block_rows}
+def header_3(*models: tuple[str, list[str], int, int, list[str]], block_rows: int = 2048, format: int = 3) -> bytes:
+    head = {"format": format, "epoch": EPOCH, "head_offset": 9, "block_rows": block_rows}
     head["models"] = [{"name": n, "fields": f, "count": c, "max_id": m, "keys": k} for n, f, c, m, k in models]
     return line(js(head))
 
@@ -363,12 +366,12 @@ def test_each_block_has_its_own_versions_line(monkeypatch, tmp_path):
     (a block of one row has a run of one id and one version)."""
     monkeypatch.setattr(snapshot, "BLOCK_ROWS", 2)
     expected = (
-        header_3(("User", FIELDS, 3, 3, ["id"]), block_rows=2)
+        header_3(("User", FIELDS, 3, 3, ["id"]), block_rows=2, format=4)
         + line(b'[{"first":1,"count":2}]')
-        + line(b'[[1,"a@b.c","Ann"],\t[2,"x@y.z","Xi"]]')
+        + line(b'[{"id":1,"email":"a@b.c","name":"Ann"},\t{"id":2,"email":"x@y.z","name":"Xi"}]')
         + line(b"[8,4]")
         + line(b'[{"first":3,"count":1}]')
-        + line(b'[[3,"q@r.s","Q"]]')
+        + line(b'[{"id":3,"email":"q@r.s","name":"Q"}]')
         + line(b'{"first":9,"count":1}')
     )
     image = SnapshotImage(EPOCH, 9, [ModelImage("User", FIELDS, USERS, 3, ["id"], versions=[8, 4, 9])])
@@ -468,7 +471,7 @@ def test_a_format_3_file_needs_three_lines_a_block():
 @pytest.mark.parametrize(
     ("change", "reason"),
     [
-        ({"format": 4}, "snapshot format 4, expected one of [1, 2, 3]"),
+        ({"format": 5}, "snapshot format 5, expected one of [1, 2, 3, 4]"),
         ({"block_rows": 0}, "snapshot header: block_rows 0 is not a positive integer"),
         ({"block_rows": None}, "snapshot header: block_rows None is not a positive integer"),
     ],

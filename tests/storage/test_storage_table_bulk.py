@@ -54,7 +54,7 @@ def columns_of(table: Table, values: list[tuple]) -> dict[int, list]:
 def loaded(model, records: list[dict], max_id: int = 0) -> Table:
     table = Table(model)
     values = [model.row(r) for r in records]
-    table.load_base([pack(v) for v in values], columns_of(table, values), max_id)
+    table.load_base([pack(model.fields, v) for v in values], columns_of(table, values), max_id)
     return table
 
 

@@ -110,7 +110,7 @@ def test_writes_keep_every_index_and_each_undo_restores_exactly():
             id_ = rng.choice(sorted(records))
             new = doc(id_, rng)
             stored = table.replace(table.live[id_], DOC.row(new), DOC.row(records[id_]) if step % 2 else None)
-            assert stored == pack(DOC.row(new))
+            assert stored == pack(DOC.fields, DOC.row(new))
             records[id_] = new
         elif choice < 0.7 and len(records) > 3:
             id_ = rng.choice(sorted(records))
@@ -119,7 +119,7 @@ def test_writes_keep_every_index_and_each_undo_restores_exactly():
         else:
             id_ = table.max_id + 1
             records[id_] = doc(id_, rng)
-            assert table.insert(DOC.row(records[id_])) == pack(DOC.row(records[id_]))
+            assert table.insert(DOC.row(records[id_])) == pack(DOC.fields, DOC.row(records[id_]))
         table.stamp(1000 + step)
         check(table)
         if step % 3 == 0:  # undone: the state before, exactly, then done again
@@ -189,13 +189,13 @@ def test_load_base_is_the_same_inserts_and_keeps_the_largest_id():
     values = [DOC.row(r) for r in rows]
     columns = {p: [None if v[p] is None else DOC.keys[DOC.fields[p]](v[p]) for v in values] for p in base.columns}
     assert base.key_fields == ["id", "email", "n", "s", "tag", "parent"]  # every indexed or counted field
-    base.load_base([pack(v) for v in values], columns, 4, [11, 12, 13, 14, 15])
+    base.load_base([pack(DOC.fields, v) for v in values], columns, 4, [11, 12, 13, 14, 15])
     assert state(base)[:7] == state(inserted)[:7]
     assert base.max_id == 9 and base.base_ids == [2, 3, 5, 8, 9] and base.watermark == 5
     assert [base.versions.get(i) for i in (2, 3, 5, 8, 9)] == [11, 12, 13, 14, 15]
     check(base)
     higher = Table(DOC)
-    higher.load_base([pack(v) for v in values], columns, 50)
+    higher.load_base([pack(DOC.fields, v) for v in values], columns, 50)
     assert higher.max_id == 50 and higher.versions.get(2) == 0
     base.insert(DOC.row({**rows[0], "id": 10, "email": None}))
     check(base)
@@ -207,10 +207,10 @@ def test_the_past_at_every_watermark_below_and_after_the_snapshot():
     table = Table(DOC)
     values = [DOC.row(r) for r in rows]
     columns = {p: [None if v[p] is None else DOC.keys[DOC.fields[p]](v[p]) for v in values] for p in table.columns}
-    table.load_base([pack(v) for v in values], columns, 6, [1, 2, 3, 4])
+    table.load_base([pack(DOC.fields, v) for v in values], columns, 6, [1, 2, 3, 4])
     history = [{}]  # the state after each row: the snapshot's rows are the first n records by id
     for n in range(1, 5):
-        history.append({r["id"]: pack(DOC.row(r)) for r in rows[:n]})
+        history.append({r["id"]: pack(DOC.fields, DOC.row(r)) for r in rows[:n]})
     current = dict(history[-1])
     versions = {1: 1, 2: 2, 4: 3, 6: 4}
     version_history = [dict(versions) for _ in history]
@@ -218,7 +218,7 @@ def test_the_past_at_every_watermark_below_and_after_the_snapshot():
         choice = rng.random()
         if choice < 0.4 and current:
             id_ = rng.choice(sorted(current))
-            new = pack(DOC.row({**doc(id_, rng), "email": None}))
+            new = pack(DOC.fields, DOC.row({**doc(id_, rng), "email": None}))
             table.replace(table.live[id_], unpack(new))
             current[id_] = new
         elif choice < 0.7 and len(current) > 1:
@@ -227,7 +227,7 @@ def test_the_past_at_every_watermark_below_and_after_the_snapshot():
             del current[id_]
         else:
             id_ = table.max_id + 1
-            new = pack(DOC.row({**doc(id_, rng), "email": None}))
+            new = pack(DOC.fields, DOC.row({**doc(id_, rng), "email": None}))
             table.insert(unpack(new))
             current[id_] = new
         table.stamp(10 + step)
@@ -302,7 +302,7 @@ def test_shown_hands_the_same_dict_for_the_same_stored_record_and_never_keeps_a_
     got = table.shown(2, stored)
     assert got == big and table.shown(2, stored) is not got and 2 not in table.shown_ids
     edge = {**records[3], "w": ""}
-    edge["w"] = "x" * (SHOWN_BYTES - len(pack(DOC.row(edge))))
+    edge["w"] = "x" * (SHOWN_BYTES - len(pack(DOC.fields, DOC.row(edge))))
     edge_stored = table.replace(table.live[3], DOC.row(edge))
     assert len(edge_stored) == SHOWN_BYTES
     kept = table.shown(3, edge_stored)

@@ -14,7 +14,7 @@ def decoded(values) -> dict:
 
 def stored(id_: int, name: str = "") -> bytes:
     """A record as the store keeps it (rows.pack of its values)."""
-    return pack((id_, name or f"r{id_}"))
+    return pack(FIELDS, (id_, name or f"r{id_}"))
 
 
 def json_of(id_: int, name: str = "") -> bytes:

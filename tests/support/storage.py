@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from dbsvc.runtime import CompiledModel, Query
+from dbsvc.runtime import CompiledModel, Query, compact_json
 from dbsvc.storage import Store, files, hashes
 from dbsvc.storage.files import FaultPlan
 from dbsvc.storage.hashes import IdBits, OrderedFilter, UniqueFilter
@@ -192,7 +192,9 @@ def load_values(table, rows: list, max_id: int = 0) -> None:
     """`Table.load_base` of records given as their values (ascending ids), as the snapshot
     reader hands them: stored records and the index key columns."""
     fields, keys = table.model.fields, table.keys
-    table.load_base([pack(r) for r in rows], {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}, max_id)
+    table.load_base(
+        [pack(fields, r) for r in rows], {p: [keys[fields[p]](r[p]) for r in rows] for p in table.columns}, max_id
+    )
 
 
 def opened_users(tenant: str, **kw) -> tuple[dict, dict]:
@@ -231,12 +233,19 @@ def snapshot_in_format_1(path: str) -> bytes:
         ],
     }
     data = line(json.dumps(header, separators=(",", ":")).encode()) + b"".join(
-        line(b"[" + b",\t".join(pack(r) for r in m.rows) + b"]") for m in image.models
+        line(b"[" + b",\t".join(compact_json(list(r)).encode() for r in m.rows) + b"]") for m in image.models
     )
     with open(path + ".tmp", "wb") as f:
         f.write(data)
     os.replace(path + ".tmp", path)
     return data
+
+
+def array_rows(body: bytes) -> bytes:
+    """A format-4 rows line's body (its records' objects) as formats 1-3 wrote it: each row
+    the array of its values, compact, rows joined by ",TAB"."""
+    rows = json.loads(body.decode("utf-8", "surrogatepass"))
+    return b"[" + b",\t".join(compact_json(list(r.values())).encode("utf-8", "surrogatepass") for r in rows) + b"]"
 
 
 def check_indexes(store: Store) -> None:
