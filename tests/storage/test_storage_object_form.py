@@ -28,7 +28,7 @@ from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.tenants import compact_tenant, create_tenant
 from support.golden_tenant import answers
 from support.server import start_server
-from support.storage import ROOT, array_rows, open_store, post, run, snapshot_in_format_1, user
+from support.storage import ROOT, open_store, post, run, snapshot_in_format_1, snapshot_in_format_2, user
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 ODD = ["a, b", 'q"uote\\back', "tab\tnl\n\x1f", "[,]", "{},{", "%s%%", "ünï ✓ 🙂", "한국어"]
@@ -246,21 +246,6 @@ def test_a_snapshot_of_array_rows_opens_to_the_same_answers(tmp_path, form):
     if form == "format 1":
         snapshot_in_format_1(path)
     else:
-        _as_format_2(path)
+        snapshot_in_format_2(path)
     assert json.loads(open(path, "rb").readline()[9:])["format"] == int(form[-1])
     assert _answers(tenant) == want
-
-
-def _as_format_2(path: str) -> None:
-    """A format-4 snapshot as the format-2 writer wrote it: no versions lines, array rows."""
-    import zlib
-
-    lines = open(path, "rb").read().split(b"\n")[:-1]
-    header = json.loads(lines[0][9:])
-    header["format"] = 2
-    bodies = [json.dumps(header).encode()]
-    body_lines = [line[9:] for line in lines[1:]]
-    for i in range(0, len(body_lines), 3):
-        bodies += [body_lines[i], array_rows(body_lines[i + 1])]
-    with open(path, "wb") as f:
-        f.write(b"".join(b"%08x " % zlib.crc32(b) + b + b"\n" for b in bodies))

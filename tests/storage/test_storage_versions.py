@@ -10,14 +10,13 @@ import asyncio
 import json
 import os
 import threading
-import zlib
 
 import pytest
 
 from dbsvc.storage import snapshot, snapshotreader
 from dbsvc.storage.tenants import compact_tenant
 from dbsvc.storage.versions import Versions
-from support.storage import array_rows, open_store, post, run, user
+from support.storage import open_store, post, run, snapshot_in_format_2, user
 
 
 def _versions(store, model: str = "User") -> dict:
@@ -130,27 +129,13 @@ def test_versions_survive_an_online_compaction_with_writes_during_it(tenant, mon
         s.close()
 
 
-def _as_format_2(path: str) -> None:
-    """Rewrite a format-4 snapshot as the format-2 writer wrote it: no versions lines, each
-    row an array of its values."""
-    lines = open(path, "rb").read().split(b"\n")[:-1]
-    header = json.loads(lines[0][9:])
-    header["format"] = 2
-    bodies = [json.dumps(header).encode()]
-    body_lines = [line[9:] for line in lines[1:]]
-    for i in range(0, len(body_lines), 3):
-        bodies += [body_lines[i], array_rows(body_lines[i + 1])]
-    with open(path, "wb") as f:
-        f.write(b"".join(b"%08x " % zlib.crc32(b) + b + b"\n" for b in bodies))
-
-
 def test_a_snapshot_from_before_versions_gives_its_head_and_the_next_compaction_keeps_it(tenant, stores):
     s = stores(tenant)
     _fill(s)
     s.close()
     compact_tenant(os.path.dirname(tenant), os.path.basename(tenant))
     path = os.path.join(tenant, "snapshot")
-    _as_format_2(path)
+    snapshot_in_format_2(path)
     s = stores(tenant)
     head = s.head_offset  # the snapshot's: no row after it
     try:
