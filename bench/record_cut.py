@@ -6,6 +6,9 @@ to the decode (its one split at the commas gave more pieces than fields).
     python bench/record_cut.py OLD NEW
     python bench/record_cut.py --pages TREE   # once for each tree, both started at one moment
 
+They measure the array form: since session 27 (2d72e25f) a stored record is its object,
+`rows.record_json` is gone, and OLD and NEW must be checkouts before it (e.g. c99385c).
+
 OLD and NEW are checkouts; each one's `rows.record_json` is loaded from its file, followed
 by the decode where it gives None, as `ShownDicts._missed_text` does. Records are made here,
 the peers' shape (a 40-character title, a 300-character body of words, a float score), with
