@@ -16,7 +16,7 @@ session 26, wt-objform; the census in docs/decisions.md):
     python bench/form_costs.py CODE DATA
     ROUNDS=5 COPIES=50 python bench/form_costs.py . /tmp/copy-of-20k
 
-They measure the array form: since session 27 (2d72e25f) a stored record is its object,
+It measures the array form: since session 27 (2d72e25f) a stored record is its object,
 `rows.record_json` is gone, and CODE must be a checkout before it (e.g. c99385c).
 
 DATA: a tenant seeded by `service_bench.py --matrix` (the 20k seed: its 20,000 stored

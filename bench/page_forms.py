@@ -10,7 +10,7 @@ item 2, session 26, wt-objform; docs/decisions.md).
     python bench/page_forms.py CODE DATA
     ROW=score RECORDS=20000 ROUNDS=8 N=2000 WARM=4000 python bench/page_forms.py . /tmp/copy-of-20k
 
-They measure the array form: since session 27 (2d72e25f) a stored record is its object,
+It measures the array form: since session 27 (2d72e25f) a stored record is its object,
 `rows.record_json` is gone, and CODE must be a checkout before it (e.g. c99385c).
 
 ROW: rows, comma separated, each measured in turn after one open: `filter` (the matrix's "cursor at random + filter": an author at random, one of

@@ -6,7 +6,7 @@ to the decode (its one split at the commas gave more pieces than fields).
     python bench/record_cut.py OLD NEW
     python bench/record_cut.py --pages TREE   # once for each tree, both started at one moment
 
-They measure the array form: since session 27 (2d72e25f) a stored record is its object,
+It measures the array form: since session 27 (2d72e25f) a stored record is its object,
 `rows.record_json` is gone, and OLD and NEW must be checkouts before it (e.g. c99385c).
 
 OLD and NEW are checkouts; each one's `rows.record_json` is loaded from its file, followed
