@@ -106,15 +106,14 @@ def row_object(layout_bytes: bytes, count: int, row: bytes) -> bytes | None:
     decode): the caller packs that row's parsed values instead."""
     if b"\xed" in row:
         return None
-    stored = row
-    values = stored[1:-1].split(b",")
+    values = row[1:-1].split(b",")
     if len(values) == count:
         return layout_bytes % tuple(values)
-    if stored.find(b"[", 1) < 0 and b"{" not in stored:  # flat values: one match in C
-        match = _flat(count).fullmatch(stored)
-        if match is not None:  # always, for a stored text (every one is `pack`'s)
+    if row.find(b"[", 1) < 0 and b"{" not in row:  # flat values: one match in C
+        match = _flat(count).fullmatch(row)
+        if match is not None:  # always, for a row a writer made (compact JSON)
             return layout_bytes % match.groups()
-    return layout_bytes % _scanned(stored.decode("utf-8"), count)
+    return layout_bytes % _scanned(row.decode("utf-8"), count)
 
 
 _FLATS: dict[int, re.Pattern[bytes]] = {}

@@ -73,7 +73,7 @@ from dbsvc.storage.events import (
 )
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.logwriter import LogWriter, WriteHealth, WriteState
-from dbsvc.storage.rows import Values, in_form, pack_parts, previous_parts, record_text
+from dbsvc.storage.rows import Values, in_form, pack_parts, previous_parts, record_text, sent
 from dbsvc.storage.table import Table
 
 __all__ = ["WritePath"]
@@ -281,9 +281,9 @@ class WritePath:
         None where a lone surrogate may be held (UTF-8 0xED), which `json_bytes` refuses:
         the caller encodes the record as it always did."""
         written = self._written
-        if written is None or written[0] is not record or b"\xed" in written[1]:
+        if written is None or written[0] is not record:
             return None
-        return written[1]
+        return sent(written[1])
 
     def apply_delete(self, table: Table, id: Any) -> tuple[dict[str, Any], asyncio.Future[None]]:
         previous, future = self.delete_then(table, id, None)
