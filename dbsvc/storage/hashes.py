@@ -173,11 +173,17 @@ class HashIndex:
                 insort(bucket, id_)
             if len(bucket) > SET_AT:
                 self.buckets[key] = self._bucket(bucket)
-            self._sets.pop(key, None)
-            if self._asked:
-                self._asked.pop(key, None)
+            self.changed(key)
         else:
             bucket.add(id_)
+
+    def changed(self, key: Any) -> None:
+        """`key`'s list bucket changed: the set kept of it for walks, and the asks counted
+        toward making one (`_held`), start over. Every writer of a list bucket calls it
+        (`add`, `remove`, runs.py's extend of a bucket at once)."""
+        self._sets.pop(key, None)
+        if self._asked:
+            self._asked.pop(key, None)
 
     def cover(self, id_: Any) -> None:
         """Take `id_` into the id space without adding it to a bucket: a table's every live
@@ -207,9 +213,7 @@ class HashIndex:
             i = sorted_position(bucket, id_)
             if i >= 0:
                 del bucket[i]
-            self._sets.pop(key, None)
-            if self._asked:
-                self._asked.pop(key, None)
+            self.changed(key)
         else:
             bucket.discard(id_)
         if not bucket:

@@ -308,6 +308,6 @@ def _add_bucket_run(index: HashIndex, key: Any, ids: list[int]) -> None:
         bucket.update(ids)
     elif isinstance(bucket, list) and bucket and bucket[-1] < ids[0] and len(bucket) + len(ids) <= SET_AT:
         bucket.extend(ids)
-        index.kept_sets.pop(key, None)
+        index.changed(key)
     else:
         deque(map(index.add, repeat(key), ids), 0)

@@ -21,6 +21,7 @@ from dbsvc.storage import Store
 from dbsvc.storage.hashes import HashIndex, IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.query import KEEPER_AT
+from dbsvc.storage.runs import add_hash_run
 from support.query_oracle import ITEM, filled_store
 
 SPAN = 1024
@@ -190,14 +191,17 @@ def test_lists_agree_with_sqlite(params, where, args, order, kind):
         assert _pages(store, params, 7) == want
 
 
-@pytest.mark.parametrize("write", ["add", "remove"])
+@pytest.mark.parametrize("write", ["add", "remove", "run"])
 def test_a_write_to_the_bucket_starts_the_asks_over(write):
     index = HashIndex(1000)
     for id_ in range(0, 800, 2):  # 400 ids: the set is made once 50 have been asked
         index.add("k", id_)
     for _ in range(2):
         index.holding(("k",), list(range(20)))  # 40 asked
-    index.add("k", 1) if write == "add" else index.remove("k", 0)
+    if write == "run":  # a replica's run past the bucket's last id: the list extended at once
+        add_hash_run(index, ["k"] * 3, [800, 802, 804])
+    else:
+        index.add("k", 1) if write == "add" else index.remove("k", 0)
     index.holding(("k",), list(range(20)))  # 20 since the write: still bisected
     assert "k" not in index.kept_sets
 
