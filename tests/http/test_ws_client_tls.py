@@ -9,6 +9,8 @@ for the rest. Records that have arrived whole are read one by one, a message ove
 of them included (OpenSSL without read-ahead takes one record from the kernel per read, and
 a record's plaintext, at most 16 KiB, always fits the client's read, so nothing decrypted is
 ever left in the SSL object where `select` cannot see it: `pending()` stays 0).
+`receive_many` (rule C7) polls the same way after its first message, a half record held
+to be no message.
 
 The server is real TLS on a loopback port: a plain socket whose TLS is an `ssl.SSLObject`
 over memory BIOs, so a test holds the encrypted bytes and chooses where they are cut. Its
