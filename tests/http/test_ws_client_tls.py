@@ -9,6 +9,8 @@ for the rest. Records that have arrived whole are read one by one, a message ove
 of them included (OpenSSL without read-ahead takes one record from the kernel per read, and
 a record's plaintext, at most 16 KiB, always fits the client's read, so nothing decrypted is
 ever left in the SSL object where `select` cannot see it: `pending()` stays 0).
+`receive_many` (rule C7) polls the same way after its first message, a half record held
+to be no message.
 
 The server is real TLS on a loopback port: a plain socket whose TLS is an `ssl.SSLObject`
 over memory BIOs, so a test holds the encrypted bytes and chooses where they are cut. Its
@@ -141,6 +143,32 @@ def test_a_tls_record_half_arrived_is_not_waited_for_past_the_deadline_nor_taken
             assert time.monotonic() - started < 0.8  # one bounded read (50 ms), not the rest's 3 s
             rest()
             assert ws.receive(timeout=5) == b"hello"  # the connection lives: the record completed
+        finally:
+            timer.cancel()
+
+
+def test_receive_many_hands_over_what_came_whole_and_never_waits_for_a_record_half_arrived(tls_server):
+    # Rule C7 over TLS, the twin of the case above: after its first message, `receive_many`
+    # polls what the socket holds (C3), and a record there in part is not a message. Both
+    # records' bytes are in the client's kernel before the call: "one" whole, then the
+    # header and a few bytes of "two", whose rest only the timer sends (a bound, never
+    # reached unless the call waits). A call that waits for that rest hands over both.
+    with open_websocket(f"wss://127.0.0.1:{tls_server.port}/replicate", timeout=10) as ws:
+        assert tls_server.ready.wait(10)
+        whole, record = tls_server.records(frame(b"one")), tls_server.records(frame(b"two"))
+        rest_sent = threading.Lock()
+
+        def rest() -> None:  # sent once: by the test, or by the timer if receive_many waits for it
+            if rest_sent.acquire(blocking=False):
+                tls_server.send(record[9:])
+
+        timer = threading.Timer(3, rest)
+        tls_server.send(whole + record[:9])
+        timer.start()
+        try:
+            assert ws.receive_many(16, 1 << 20, timeout=5) == [b"one"]  # "two" had not come whole
+            rest()
+            assert ws.receive_many(16, 1 << 20, timeout=5) == [b"two"]  # the connection lives
         finally:
             timer.cancel()
 
