@@ -112,7 +112,7 @@ class WordIndex:
         separators); any other block has each record's values parsed (`_values`: ValueError
         for a text that is not a record of `fields`).
         A snapshot's open spent ~6 us a blog post on `unpack` and `word_set`, ~4 this way
-        (bench/README.md, "The open's word index", session 28)."""
+        (bench/README.md, "The snapshot step's keys cut out of the stored records", session 28)."""
         positions = sorted(set(self.positions))
         pattern = cutter(fields, positions)
         quotes = 2 * len(positions)  # a string without an escape holds two, a null none
