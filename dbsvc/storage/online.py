@@ -68,8 +68,8 @@ inside the renames: each file nobody else reads is shrunk 4 MiB at a time with a
 between pieces, then closed (`release_files`, freeing.py), so that no one free holds the
 journal the group commits' fsyncs wait for; one a reader holds is freed whole by its
 last reader's close. The thread steps hold the GIL in short pieces and are paced (`Pacer`):
-the snapshot's records are parsed 256 at a time and its keys encoded a column at a time
-(snapshot.py), the frames since the cut renumbered 64 at a time, and after each piece the
+the snapshot's records have their keys cut out 256 at a time and joined a column at a time
+(snapshot.py, keycut.py), the frames since the cut renumbered 64 at a time, and after each piece the
 thread sleeps twice the CPU it used, so it takes at most a third of the loop's core and the
 loop, woken from a wait during which the thread took the GIL, waits for it at most one piece
 (under a millisecond or two) instead of a whole block or the 5 ms switch interval. What the

@@ -22,8 +22,10 @@ consecutive integers a, a+1, ..., a+n-1 (the ids of a block without gaps) is wri
 {"first":a,"count":n}. The versions line holds each row's version, the log offset of
 its record's last write (versions.py: a record's ETag), in row order, a column like the
 keys line's (a run of consecutive offsets, an import's, as {"first":a,"count":n}); each
-is from 1 to "head_offset". The writer parses each stored record once for its keys, so an
-online compaction's thread works several times longer than it did with format 1 (online.py;
+is from 1 to "head_offset". The writer cuts each stored record's keys out of its text
+(keycut.py: the texts of its indexed values, joined into the keys line with no parse and
+no encoding; a record not in the stored form is parsed), so an online compaction's thread
+still reads every record once, but no longer makes its values objects (online.py;
 bench/README.md has the figures).
 
 Format 3 (written before session 27; still read): format 4 with each row an array of its
@@ -58,7 +60,6 @@ offline, online.py in a thread; a follower's base, follow.py).
 
 from __future__ import annotations
 
-import json
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -66,13 +67,14 @@ from typing import Any
 
 from dbsvc.runtime import compact_json
 from dbsvc.storage.files import write_all
+from dbsvc.storage.keycut import column_text, cutter, key_texts
 from dbsvc.storage.rows import Stored, pack
 
 FORMAT = 4
 BLOCK_ROWS = 2048  # rows per block (formats 2-4): a keys line, a rows line (and a versions line)
 ROW_END = b",\t"  # what ends every row of a rows line but its last
 _BYTES = {bytes}  # the one type of a block of stored records
-PIECE_ROWS = 256  # stored records parsed for their keys in one call (a block's CPU comes in pieces)
+PIECE_ROWS = 256  # stored records whose keys are cut in one call (a block's CPU comes in pieces)
 
 
 @dataclass(slots=True)
@@ -128,34 +130,49 @@ def _block(
     pause: Callable[[], None] = _no_pause,
 ) -> bytes:
     """A block's three lines from its rows and their versions: its keys line (the columns
-    at `positions`), its rows line and its versions line. Stored records are parsed for their
-    keys (a compaction's only parse) PIECE_ROWS at a time and its keys encoded a column at
-    a time, with `pause()` after each piece: one parse of the whole block is a single C call
-    of ~2 ms, which holds the GIL whatever the switch interval (write_snapshot_stream).
-    A block of stored records (an online compaction's) runs no Python code a row: it is
-    checked to be one by one C pass over their types (rows as lists are packed one by
-    one, with `fields`). The rows line's checksum is taken over its parts, so its ~0.75 MB (2,048 peers'
-    posts) is copied once into the joined rows and once into the block, not seven times."""
+    at `positions`), its rows line and its versions line. Stored records give their keys
+    as texts cut out of them (`_key_texts`: a compaction's only read of a record),
+    PIECE_ROWS at a time, and its keys are joined a column at a time, with `pause()` after
+    each piece: one cut of the whole block is a single stretch of ~3 ms holding the GIL,
+    whatever the switch interval (write_snapshot_stream). A block of stored records (an
+    online compaction's) runs no Python code a row: it is checked to be one by one C pass
+    over their types (rows as lists are packed one by one, with `fields`). The rows line's
+    checksum is taken over its parts, so its ~0.75 MB (2,048 peers' posts) is copied once
+    into the joined rows and once into the block, not seven times."""
     texts: Sequence[Any] = rows  # sliced and joined below, never copied whole
     if set(map(type, rows)) != _BYTES:
         texts = [r if type(r) is bytes else _row_text(fields, r) for r in rows]
-    values: Iterable[Any] = rows
-    if positions and type(rows[0]) is bytes:
-        parsed: list[Any] = []
-        for i in range(0, len(texts), PIECE_ROWS):
-            parsed += json.loads(b"[" + b",".join(texts[i : i + PIECE_ROWS]) + b"]")
-            pause()
-        values = map(dict.values, parsed)  # each record's values, in `fields` order
-    by_field = list(zip(*values)) if positions else []
     columns = []
-    for p in positions:  # one column at a time: the block's keys as one call is ~1.3 ms
-        columns.append(compact_json(_column(by_field[p])).encode("utf-8", "surrogatepass"))
-        pause()
+    if positions and type(rows[0]) is bytes:
+        for column in _key_columns(fields, texts, positions, pause):
+            columns.append(column_text(column))
+            pause()
+    elif positions:  # rows as lists: their values are at hand
+        by_field = list(zip(*rows))
+        for p in positions:  # one column at a time: the block's keys as one call is ~1.3 ms
+            columns.append(compact_json(_column(by_field[p])).encode("utf-8", "surrogatepass"))
+            pause()
     keys = b"[" + b",".join(columns) + b"]"
     written = compact_json(_column(versions)).encode("ascii")
     joined = ROW_END.join(texts)
     crc = zlib.crc32(b"]", zlib.crc32(joined, zlib.crc32(b"[")))  # the line's text is [joined]
     return b"".join((_line(keys), b"%08x [" % crc, joined, b"]\n", _line(written)))
+
+
+def _key_columns(
+    fields: Sequence[str], texts: Sequence[Stored], positions: list[int], pause: Callable[[], None]
+) -> list[Sequence[bytes]]:
+    """The texts of the stored records' values at `positions`, a column a position in
+    that order: cut out of the records PIECE_ROWS at a time (keycut.py), with `pause()`
+    after each piece."""
+    asked = sorted(set(positions))
+    pattern = cutter(fields, asked)
+    cut: list[tuple[bytes, ...]] = []
+    for i in range(0, len(texts), PIECE_ROWS):
+        cut += key_texts(pattern, asked, texts[i : i + PIECE_ROWS])
+        pause()
+    by_field = list(zip(*cut))
+    return [by_field[asked.index(p)] for p in positions]
 
 
 def _row_text(fields: Sequence[str], row: Any) -> bytes:

@@ -57,6 +57,8 @@ def install_snapshot(
             else:
                 stored, columns = _from_rows(table, m, path, as_stored)
             table.load_base(stored, columns.columns, m.max_id, model_versions(path, m, head))
+        except ValueError as exc:  # a row the word index parsed that is no record (words.py `_values`)
+            raise CorruptLog(path, m.position, f"snapshot rows of {m.name} are not all records ({exc})") from None
         except (TypeError, OverflowError) as exc:
             # A value no index can take: a list where a key goes; a float, or an int past
             # 64 bits, where an int key goes (its sublists are arrays, indexes.py OrderedIndex).

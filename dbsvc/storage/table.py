@@ -298,7 +298,7 @@ class Table:
             counts.update(Counter(columns[at[f]]))
             counts.pop(None, None)
         if self.words is not None:  # text is no index key: its words are read from the records
-            self.words.build(zip(ids, map(unpack, stored)))
+            self.words.build_stored(ids, stored, self.model.fields)
         self.max_id = max(max_id, self.max_id)
         if self.model.id_type == "int" and ids:
             self.max_id = max(self.max_id, ids[-1])

@@ -46,20 +46,24 @@ costly ones and the others), with the table's row count they were matched at, an
 `in_order` the matches of those a list in id order asked, sorted (cleared by `build`;
 searches.py keeps them current).
 
-Imports sortedlist.py and the tokenizer only; no I/O.
+Imports sortedlist.py, keycut.py and rows.py (a stored record's texts) and the tokenizer only; no I/O.
 """
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import takewhile
 from typing import Any
 
+from dbsvc.storage.keycut import cutter
+from dbsvc.storage.rows import scan
 from dbsvc.storage.sortedlist import SortedIndex
-from dbsvc.textsearch import fold, word_set
+from dbsvc.textsearch import ascii_word_sets, fold, word_set
 
 SMALL = 8  # ids a word keeps in a tuple before they become a set
+BLOCK = 2048  # stored records whose words `stored_words` finds in one pass
 # A union of a prefix's id sets runs at C speed, several times faster an id than a Python
 # test of each candidate against each set: the union is taken while it is at most this
 # many times the tests' count (bench/README.md, "Text search").
@@ -90,10 +94,46 @@ class WordIndex:
 
     def build(self, records: Iterable[tuple[Any, Sequence[Any]]]) -> None:
         """Fill an empty index from (id, values) pairs: one sort of the words at the end."""
+        record_words = self.record_words
+        self._fill((id_, record_words(values)) for id_, values in records)
+
+    def build_stored(self, ids: Sequence[Any], stored: Sequence[bytes], fields: Sequence[str]) -> None:
+        """`build` from a snapshot's stored records (rows.py) of the model of `fields`, `ids`
+        theirs in the same order: the same index, its words read from the records' texts
+        (`stored_words`) with no record parsed where they are plain ASCII."""
+        self._fill(zip(ids, self.stored_words(stored, fields)))
+
+    def stored_words(self, stored: Sequence[bytes], fields: Sequence[str]) -> Iterator[set[str]]:
+        """`record_words` of each stored record's values, a block of BLOCK records at a
+        time: the `@search` values' texts cut out of each record (keycut.py) and, where
+        every one of the block's is a JSON string of plain ASCII with no escape, their
+        words found for the whole block in one pass (textsearch.py `ascii_word_sets`: such
+        a string's text is its value between two quotes, which the pass reads as
+        separators); any other block has each record's values parsed (`_values`: ValueError
+        for a text that is not a record of `fields`).
+        A snapshot's open spent ~6 us a blog post on `unpack` and `word_set`, ~4 this way
+        (bench/README.md, "The snapshot step's keys cut out of the stored records", session 28)."""
+        positions = sorted(set(self.positions))
+        pattern = cutter(fields, positions)
+        quotes = 2 * len(positions)  # a string without an escape holds two, a null none
+        record_words = self.record_words
+        for i in range(0, len(stored), BLOCK):
+            block = stored[i : i + BLOCK]
+            found = list(map(pattern.match, block))
+            sets = None
+            if None not in found:
+                lines = b"\n".join(map(b" ".join, map(re.Match.groups, found)))  # type: ignore[arg-type]
+                if b"\\" not in lines and lines.count(b'"') == quotes * len(block):
+                    sets = ascii_word_sets(lines)
+            yield from [record_words(_values(text, fields)) for text in block] if sets is None else sets
+
+    def _fill(self, records: Iterable[tuple[Any, set[str]]]) -> None:
+        """Fill an empty index from (id, its record's words) pairs: each word's ids
+        gathered in a list, then made a tuple, or a set past SMALL; one sort of the words."""
         lists: dict[str, list[Any]] = {}
-        get, record_words = lists.get, self.record_words
-        for id_, values in records:
-            for word in record_words(values):
+        get = lists.get
+        for id_, found in records:
+            for word in found:
                 ids = get(word)
                 if ids is None:
                     lists[word] = [id_]
@@ -242,6 +282,15 @@ class WordIndex:
         if alone or type(found) is not set:
             return set(found), cost, alone
         return found, cost, alone
+
+
+def _values(text: bytes, fields: Sequence[str]) -> list[Any]:
+    """`rows.unpack` of a snapshot's stored record, ValueError for a text that is not an
+    object of `fields` (only a file made by hand holds one: snapshotload.py refuses it)."""
+    record = scan(text)
+    if type(record) is not dict or len(record) != len(fields):
+        raise ValueError(f"a row is not an object of its {len(fields)} fields: {text[:60]!r}")
+    return list(record.values())
 
 
 def _intersection(a: Ids, b: Ids) -> set[Any]:
