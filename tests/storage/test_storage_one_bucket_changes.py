@@ -3,9 +3,12 @@
 after the cursor). Between two pages the walk deletes the record at the cursor, adds a
 record to the bucket after it and one before it, moves a record out of the bucket ahead of
 the cursor and one into it; every page (ids, total, whether more follow) is the one worked
-out here from the records as they are then, and the walk sees no record twice. Beside it: a cursor past the bucket's last id, a filter of
-two values (not one bucket: the whole plan), and a bucket grown past a list's size (a set
-or flags: the whole plan), each against the records."""
+out here from the records as they are then, and the walk sees no record twice. Beside
+it: a cursor past the bucket's last id, a filter of two values (not one bucket: the whole
+plan), a bucket grown past a list's size (flags: the whole plan), and an `as_of` page,
+each against the records. None of these failed before session 28's change: they hold
+the new lookup (a cut one short, `bisect_left` at the cursor, flags bisected as a list
+each fail here)."""
 
 from __future__ import annotations
 
@@ -90,12 +93,37 @@ def test_a_filter_of_two_values_at_a_cursor_pages_as_its_records(limit):
             assert page(store, [0, 2], after, limit) == expected(held, [0, 2], after, limit), after
 
 
-def test_a_bucket_past_a_lists_size_pages_as_its_records(monkeypatch):
-    monkeypatch.setattr(hashes, "SET_AT", 4)  # buckets over 4 ids become flags or a set
-    gs = [2 if n % 4 else 1 for n in range(40)]  # g = 2 on 30 ids (flags), g = 1 on 10 (a set)
+@pytest.mark.parametrize("limit", [1, 6, 20])
+def test_a_bucket_past_a_lists_size_pages_as_its_records(monkeypatch, limit):
+    monkeypatch.setattr(hashes, "SET_AT", 8)  # a bucket past 8 ids of an id space of 64 becomes flags
+    # g = 1 on 5 ids of 60 (a list), g = 2 on 20 (flags: few enough for the bucket's plan
+    # at limit 20, where its form is what declines it), g = 4 on the other 35 (flags)
+    gs = [1 if n % 12 == 0 else 2 if n % 3 == 1 else 4 for n in range(60)]
     with filled_store([row(g) for g in gs]) as (store, ids, _twin):
         held = dict(zip(ids, gs))
-        assert {type(store.table("Item").hashes["g"].buckets[k]) for k in (1, 2)} <= {hashes.IdBits, set}
-        for g in (1, 2):
+        buckets = store.table("Item").hashes["g"].buckets
+        assert (type(buckets[1]), type(buckets[2]), type(buckets[4])) == (list, hashes.IdBits, hashes.IdBits)
+        for g in (1, 2, 4):
             for after in (ids[0] - 1, ids[7], ids[25], ids[-1]):
-                assert page(store, [g], after, 6) == expected(held, [g], after, 6), (g, after)
+                assert page(store, [g], after, limit) == expected(held, [g], after, limit), (g, after)
+
+
+def test_an_as_of_page_under_one_filter_at_a_cursor_is_the_bucket_as_it_was():
+    gs = [2 if n % 3 == 0 else 4 for n in range(45)]  # 15 of 45 in g = 2
+    with filled_store([row(g) for g in gs]) as (store, ids, _twin):
+        then = dict(zip(ids, gs))
+        watermark = store.table("Item").watermark
+        now = dict(then)
+        asyncio.run(store.delete("Item", ids[9]))  # in the bucket then
+        del now[ids[9]]
+        put(store, now, ids[10], 2)  # moved in since
+        put(store, now, ids[12], 4)  # moved out since
+        now[asyncio.run(store.insert("Item", ITEM.validate_create(body(row(2)))))["id"]] = 2
+        for after in (ids[0] - 1, ids[3], ids[9], ids[20], ids[-1]):
+            for limit in (1, 4, 20):
+                pairs = [("limit", str(limit)), ("g", "2"), ("cursor", encode_cursor("Item", (), [], after))]
+                query = ITEM.parse_list_query([*pairs, ("as_of", str(watermark))])
+                records, total, seen_at, more = store.list_page("Item", query)
+                assert seen_at == watermark
+                assert ([r["id"] for r in records], total, more) == expected(then, [2], after, limit), (after, limit)
+                assert page(store, [2], after, limit) == expected(now, [2], after, limit), (after, limit)
