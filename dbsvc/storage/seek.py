@@ -171,24 +171,26 @@ def _seek(table: Table, query: Query, window: Window | None, total: int) -> tupl
 def _one_bucket(table: Table, query: Query) -> tuple[list[Any], int, bool] | None:
     """Plan 2 of a query in id order whose one condition is one filter (its one key's
     bucket a sorted list): the bucket's first ids after the cursor, a bisect and a slice;
-    None when the filter's index is not a `HashIndex`, the bucket is not a list, or the
-    matches are many enough to be walked (the whole plan then decides, as it always did)."""
+    None when the filter's index is not a `HashIndex`, the filter has several keys, the
+    bucket is not a list, or the matches are many enough to be walked (the whole plan then
+    decides, as it always did). The bucket is looked up once for its count and its slice,
+    the offset cut by the same slice (where `count`, then `first_after`, found it twice:
+    two calls and a slice more a page of the "cursor at random + filter" row)."""
     ((field, keys),) = query.filters.items()
     index = table.hashes[field]
-    if not isinstance(index, HashIndex):
+    if not isinstance(index, HashIndex) or len(keys) != 1:
         return None
-    size = index.count(keys)
+    (key,) = keys
+    bucket = index.buckets.get(key, ())
+    size = len(bucket)
     limit, offset = query.limit, query.offset
     if limit == 0 or size == 0:
         return [], size, False
     end = offset + limit + 1
-    if size * size > WALK_FACTOR * end * len(table.live):
+    if size * size > WALK_FACTOR * end * len(table.live) or type(bucket) is not list:
         return None
-    sliced = index.first_after(keys, query.cursor[1] if query.cursor is not None else None, end)
-    if sliced is None:
-        return None
-    if offset:
-        sliced = sliced[offset:]
+    at = 0 if query.cursor is None else bisect_right(bucket, query.cursor[1])
+    sliced = bucket[at + offset : at + end]
     return sliced[:limit], size, len(sliced) > limit
 
 
