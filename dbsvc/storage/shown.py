@@ -36,8 +36,10 @@ How many are kept: at least SHOWN, and past it as many as weigh less than SHOWN_
 bytes a live record of the table (`sized`, the table's count, read again when the cache is
 full: the table grows). An entry's weight is an estimate of what it holds beyond the stored
 record the table holds anyway (`weight`: its own objects and its dict). A dict asked alone
-(a GET's, a page of dicts') is kept past SHOWN from its second read only. At 20,000 records
-the share is below SHOWN's weight and nothing changes.
+(a GET's with a projection, `expand=` or rules, a page of dicts') is kept past SHOWN from its
+second read only; a GET sent whole asks for none (its stored text is its answer, store.py
+`get_versioned`, session 28). At 20,000 records the share is below SHOWN's weight and
+nothing changes.
 
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
