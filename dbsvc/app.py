@@ -402,10 +402,14 @@ class Application(WriteRoutes, OperationalRoutes):
         query = model.parse_get_query(request.query)
         if query.as_of is not None:
             self._check_as_of(model, query.as_of)
-        record, watermark, version = self.store.get_versioned(model.name, key, query.as_of)
+        # a record sent whole (no projection, expand or rules) comes as its stored text,
+        # which is its JSON, live or as_of: no dict made (storage/store.py `get_versioned`)
+        whole = query.projection is None and not query.expand and model.rules is None
+        record, watermark, version = self.store.get_versioned(model.name, key, query.as_of, whole)
         if record is None:
             raise missing(model, key)
         if model.rules is not None:  # as_of: the rule asked of the record as it was
+            assert not isinstance(record, bytes)  # not `whole`: the store made its dict
             self.access.check_get(model, model.rules, record, key, claims)
         headers = self._read_headers(watermark, query.as_of)
         headers.append(etag(version))  # the record version, whatever the projection (http/conditional.py)
@@ -414,7 +418,9 @@ class Application(WriteRoutes, OperationalRoutes):
         # record's tag cannot say the answer is unchanged: it is always answered whole
         if conditions is not None and not query.expand and not conditions.none_match(version):
             return Response(304, b"", headers, content_type=None)
-        if query.expand:
+        if isinstance(record, bytes):  # its stored text (`whole`)
+            body = record
+        elif query.expand:
             body = self.expander.records(
                 self.store, model, query, [record], self._encoded(model, query, [record]), claims
             )[0]

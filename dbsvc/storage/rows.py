@@ -82,11 +82,6 @@ def unpack(stored: Stored) -> list[Any]:
     return list(SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0].values())
 
 
-def scan(stored: Stored) -> dict[str, Any]:
-    """The record a stored text holds, as a new dict (its fields in declaration order)."""
-    return SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0]  # type: ignore[no-any-return]
-
-
 def sent(stored: Stored) -> bytes | None:
     """The bytes a stored record goes out as (`json_bytes(record)`): the stored text itself;
     None where a lone surrogate may be held (its UTF-8 starts with 0xED, which `json_bytes`

@@ -22,7 +22,7 @@ projection, `expand=`, `as_of` or access rules, the app's `list`) is its stored 
 they are: a stored record is its record's JSON (rows.py, session 27), so every record but
 the last is its stored bytes, picked from the live map and joined by the application, with
 no cache lookup, no cut, no decode and no admission; the last is a `SentRecord`, its dict
-(its `Link` reads its sort keys: the kept dict's copy, or the record scanned from its text)
+(its `Link` reads its sort keys: a copy of the dict `one` gives, kept or made and kept by its rule)
 carrying its JSON (`text`), or, for a list in id order (`keyed=False`: its `Link` reads
 the last record's id alone, operators.py `NextLinks`), holding only its id. Nothing of such
 a page is kept: before session 27 a page's records were cut out of their stored arrays and
@@ -36,8 +36,10 @@ How many are kept: at least SHOWN, and past it as many as weigh less than SHOWN_
 bytes a live record of the table (`sized`, the table's count, read again when the cache is
 full: the table grows). An entry's weight is an estimate of what it holds beyond the stored
 record the table holds anyway (`weight`: its own objects and its dict). A dict asked alone
-(a GET's, a page of dicts') is kept past SHOWN from its second read only. At 20,000 records
-the share is below SHOWN's weight and nothing changes.
+(a GET's with a projection, `expand=` or rules, a page of dicts') is kept past SHOWN from its
+second read only; a GET sent whole asks for none (its stored text is its answer, store.py
+`get_versioned`, session 28). At 20,000 records the share is below SHOWN's weight and
+nothing changes.
 
 Plain data: no I/O; imports rows.py and dbsvc/admission.py only.
 """
@@ -46,12 +48,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, KeysView
-from itertools import repeat
 from operator import is_, itemgetter
 from typing import Any
 
 from dbsvc.admission import SecondAsk
-from dbsvc.storage.rows import Stored, Values, scan, unpack
+from dbsvc.storage.rows import Stored, Values, unpack
 
 SHOWN = 65536  # dicts a table remembers handing out (the application caches as many encodings)
 SHOWN_BYTES = 4096  # a stored record longer than this is never remembered as a dict
@@ -215,28 +216,23 @@ class ShownDicts:
         """`page` with texts (a page of at least one record): its stored records as they
         are, the last a `SentRecord` (by id alone when not `keyed`), a record that may hold
         a lone surrogate its dict (module docstring). No lookup but the last record's when
-        `keyed`: its kept dict, if it is this stored version's, else its text scanned (and
-        kept as `one` keeps a dict: the -score pages at cursors at random at 1,000,000 posts
-        end on ~95,000 records, read again and again)."""
+        `keyed`: a copy of `one`'s dict (the kept one if it is this stored version's, else
+        one made and kept by its rule: the -score pages at cursors at random at 1,000,000
+        posts end on ~95,000 records, read again and again). Made as every dict here is,
+        `decode(unpack)`, not `scan`: a scanned dict holds its own key strings, 1,165 bytes
+        against 784 a kept post, for 0.6 us less a miss (docs/decisions.md, session 28)."""
         out: list[Any] = list(page)
-        if any(map(bytes.__contains__, page, repeat(SURROGATE))):
+        # one test of the page's texts joined, not one a text: at 1,000,000 posts a page of
+        # 20 at random paid ~10 us for the twenty tests and ~0.5 us for a join and one find
+        # (bench/README.md, session 28); `find`, not `in`: `in` tries the byte as an int first
+        if b"".join(page).find(SURROGATE) >= 0:
             out = [stored if SURROGATE not in stored else self.one(id_, stored) for id_, stored in zip(ids, page)]
         last = out[-1]
         if type(last) is not bytes:  # a dict already (its Link reads it as it is)
             return out
         sent = SentRecord()
         if keyed:
-            id_ = ids[-1]
-            entry = self._shown.get(id_)
-            if entry is not None and entry[0] is last:
-                sent.update(entry[1])
-            else:  # its text scanned, and the dict kept by `one`'s rule (a page's last at random: few)
-                record = scan(last)
-                if entry is not None or self.admits(id_):
-                    self.remember(id_, last, record)
-                else:
-                    self.refused += 1
-                sent.update(record)
+            sent.update(self.one(ids[-1], last))
         else:
             sent[self._id] = ids[-1]
         sent.text = last

@@ -115,7 +115,7 @@ from dbsvc.storage.logfile import MAX_PAYLOAD
 from dbsvc.storage.loghealth import BATCH_BOUNDS
 from dbsvc.storage.logwriter import LogWriter
 from dbsvc.storage.query import list_page, live_ids, page_as_of
-from dbsvc.storage.rows import unpack
+from dbsvc.storage.rows import sent, unpack
 from dbsvc.storage.table import Table
 from dbsvc.storage.writeapi import TableWrites
 from dbsvc.storage.writes import WritePath
@@ -249,17 +249,31 @@ class Store(TableWrites):
         past, _version = table.get_as_of(id, max(as_of, 0))
         return (None if past is None else table.model.decode(unpack(past))), as_of
 
-    def get_versioned(self, model: str, id: Any, as_of: int | None = None) -> tuple[dict | None, int, int]:
+    def get_versioned(
+        self, model: str, id: Any, as_of: int | None = None, texts: bool = False
+    ) -> tuple[dict | bytes | None, int, int]:
         """`get`, and the record's version: the log offset of its last write (as of
-        `as_of`), 0 with no record (versions.py; the ETag, docs/guide/rest.md)."""
+        `as_of`), 0 with no record (versions.py; the ETag, docs/guide/rest.md). `texts`: the
+        record is only to be sent whole (a GET with no projection, `expand=` or access
+        rules), so it comes as its stored text itself, which is its JSON (rows.py `sent`),
+        live or `as_of`, with no dict made, looked up or kept; a text that may hold a lone
+        surrogate comes as its dict, as without `texts` (the application encodes it)."""
         table = self.table(model)
         if as_of is None or as_of >= table.watermark:
             stored = table.live.get(id)
             if stored is None:
                 return None, table.watermark, 0
+            text = sent(stored) if texts else None
+            if text is not None:
+                return text, table.watermark, table.versions.get(id)
             return table.shown(id, stored), table.watermark, table.versions.get(id)
         past, version = table.get_as_of(id, max(as_of, 0))
-        return (None if past is None else table.model.decode(unpack(past))), as_of, version
+        if past is None:
+            return None, as_of, version
+        text = sent(past) if texts else None
+        if text is not None:
+            return text, as_of, version
+        return table.model.decode(unpack(past)), as_of, version
 
     def version(self, model: str, id: Any) -> int:
         """The log offset of live record `id`'s last write (its ETag), 0 when there is

@@ -15,6 +15,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from dbsvc.compiler import compile_schema
+from dbsvc.runtime import json_bytes
+from dbsvc.schema import load_schema
+from dbsvc.storage import Store
 from support.accesskit import Bearer as User
 from support.accesskit import keypair, start_ruled_server
 from support.wskit import refusal, run
@@ -197,6 +201,28 @@ def test_as_of_asks_the_rule_of_the_record_as_it_was(server, users):
     listed = ann("GET", f"/api/note?as_of={watermark}&limit=1000").json["data"]
     assert once_shared in [r["id"] for r in listed]
     assert once_shared not in [r["id"] for r in ann("GET", "/api/note?limit=1000").json["data"]]
+
+
+def test_a_ruled_get_answers_its_dict_s_json_which_is_the_stored_text(server, users, schema):
+    """A model with rules is read as a dict (its rule asks the record), never sent as its
+    stored text unread (app.py `read`, session 28): the body is that dict's JSON, equal to
+    the stored text byte for byte, live and `as_of`, and to the record in a list page."""
+    ann, bob = users["ann"], users["bob"]
+    mine = note(ann, 'odd, "ruled" ✓ \t text')
+    watermark = server.get("/snapshot").json["watermarks"]["Note"]
+    assert ann("PATCH", f"/api/note/{mine}", {"title": "patched, ✓"}).status == 200
+    assert bob("GET", f"/api/note/{mine}").status == 404  # the rule still reads the dict
+    now, then = ann("GET", f"/api/note/{mine}"), ann("GET", f"/api/note/{mine}?as_of={watermark}")
+    module = compile_schema(load_schema(str(schema)))
+    store = Store.open(str(server.data_dir / "acme"), module.MODELS, module.DESCRIPTION, readonly=True)
+    try:
+        table = store.table("Note")
+        assert now.body == table.live[mine] == json_bytes(now.json)
+        assert then.body == table.get_as_of(mine, watermark)[0] and then.json["title"] == 'odd, "ruled" ✓ \t text'
+    finally:
+        store.close()
+    listed = ann("GET", "/api/note?owner=ann&limit=1000").json["data"]
+    assert json_bytes([r for r in listed if r["id"] == mine][0]) == now.body
 
 
 def test_metrics_count_the_refusals_by_operation(server, users):

@@ -2,8 +2,8 @@
 the last is its stored text itself (a stored record is its record's JSON), picked and
 never looked up, cut, decoded or kept; the last is a `SentRecord`, the dict its `Link`
 reads carrying its stored text (`text`): a copy of the kept dict when this version's is
-kept, else its text scanned (not the model's decode) and kept by `one`'s rule; in id order (`keyed=False`) it holds
-its id alone. A record that may hold a lone surrogate comes as its dict. What is kept
+kept, else `one`'s dict made (the model's decode, the one way a dict is made here, session
+28) and kept by its rule; in id order (`keyed=False`) it holds its id alone. A record that may hold a lone surrogate comes as its dict. What is kept
 does not change. No store and no fixture, as test_storage_shown_units.py."""
 
 from __future__ import annotations
@@ -33,18 +33,19 @@ def test_a_page_with_texts_is_its_stored_texts_and_touches_no_cache():
     assert decode.calls == made and dicts.refused == refused and list(dicts.ids) == [9001, 9002]
 
 
-def test_a_last_record_not_kept_comes_as_its_scanned_dict_carrying_its_text():
+def test_a_last_record_not_kept_comes_as_one_s_dict_carrying_its_text():
     decode = Counted()
     dicts = full(decode)
     made = decode.calls
     page = [stored(1), stored(2), stored(3, 'a,"b",[c]')]
     last = dicts.page([1, 2, 3], page, texts=True)[2]
     assert type(last) is SentRecord and last == {"id": 3, "name": 'a,"b",[c]'}  # its Link reads it
-    assert last.text is page[2] and decode.calls == made  # scanned, not decoded
+    assert last.text is page[2] and decode.calls == made + 1  # the model's decode, once
     assert 3 not in dicts.ids and dicts.refused == 1  # read once: refused, as `one` refuses it
     again = dicts.page([1, 2, 3], page, texts=True)[2]  # its second read: its dict kept
     assert again == last and 3 in dicts.ids and dicts.one(3, page[2]) is not again
-    assert dicts.page([3], [page[2]], texts=True)[0] == last and decode.calls == made
+    assert decode.calls == made + 2
+    assert dicts.page([3], [page[2]], texts=True)[0] == last and decode.calls == made + 2  # the kept dict copied
 
 
 def test_a_kept_last_record_is_a_copy_of_the_kept_dict_carrying_its_text():
@@ -53,7 +54,7 @@ def test_a_kept_last_record_is_a_copy_of_the_kept_dict_carrying_its_text():
     out = dicts.page([5, 9002], [stored(5), KEPT[1]], texts=True)
     assert type(out[1]) is SentRecord and out[1] == kept[1] and out[1] is not kept[1]
     assert out[1].text is KEPT[1] and dicts.one(9002, KEPT[1]) is kept[1]
-    newer = stored(9002, "newer")  # another version of 9002: its text scanned, not the kept dict
+    newer = stored(9002, "newer")  # another version of 9002: its own dict made, not the kept one
     again = dicts.page([9002], [newer], texts=True)[0]
     assert again == {"id": 9002, "name": "newer"} and again.text is newer
 
