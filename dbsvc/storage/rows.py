@@ -82,6 +82,14 @@ def unpack(stored: Stored) -> list[Any]:
     return list(SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0].values())
 
 
+def scan(stored: Stored) -> dict[str, Any]:
+    """The record a stored text holds, as a new dict of its JSON values (its fields in
+    declaration order, datetimes as their text): for readers that want a few fields'
+    values and keep no dict (words.py's index at open); a record handed out is
+    `decode(unpack(stored))` (shown.py), whose keys are the model's shared strings."""
+    return SCAN(stored.decode("utf-8", "surrogatepass"), 0)[0]  # type: ignore[no-any-return]
+
+
 def sent(stored: Stored) -> bytes | None:
     """The bytes a stored record goes out as (`json_bytes(record)`): the stored text itself;
     None where a lone surrogate may be held (its UTF-8 starts with 0xED, which `json_bytes`
