@@ -99,7 +99,7 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
     def timed(name: str, fn: Any) -> Any:
         # an fsync in asyncio's executor (`to_thread`) is a compaction step's (a piece's, a
         # file's last): "fsync.step", told apart from the group commits' (their fsync thread's)
-        off_loop = name + ".step" if name == "fsync" else name
+        off_loop = name + ".step" if name in ("fsync", "write") else name
 
         def step(*args: Any) -> Any:
             start, cpu = time.perf_counter(), time.thread_time()
@@ -131,9 +131,10 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
                 marks.append(("collapse.huge", at, at, anon_huge_bytes()))
 
         compactor.collapse_in_pieces = huge_around  # type: ignore[attr-defined]
-    # every fsync (the group commits' and the compaction's), and every ftruncate (a release
-    # in pieces shrinks the old files with it: storage/freeing.py)
-    for name in ("fsync", "fsync_dir", "ftruncate"):
+    # every fsync (the group commits' and the compaction's), every ftruncate (a release
+    # in pieces shrinks the old files with it: storage/freeing.py), and every write (on the
+    # loop: a group commit's one write of its frames, post_tail.py; a step's: "write.step")
+    for name in ("fsync", "fsync_dir", "ftruncate", "write"):
         setattr(files.ops, name, timed(name, getattr(files.ops, name)))
     # each piece of the heap's collapse after a switch (heap.py `collapse_in_pieces` calls
     # the module's `advise_huge_pages` once a piece with MADV_COLLAPSE): "collapse.piece",
@@ -165,7 +166,7 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
 
     gc.callbacks.append(collected)
     stacks: list[tuple[float, float, dict[str, str]]] = []
-    probe_loop(compactor, marks)
+    probe_loop(compactor, files, marks)
     stop = threading.Event()
     threading.Thread(target=watch_gil, args=(marks, stacks, stop), name="served-tail-gil", daemon=True).start()
     sys.argv = argv
@@ -177,10 +178,12 @@ def wrap(marks_path: str, code: str, argv: list[str]) -> None:
         Path(marks_path + ".stacks").write_text(json.dumps(stacks))
 
 
-def probe_loop(compactor: Any, marks: Marks) -> None:
+def probe_loop(compactor: Any, files: Any, marks: Marks) -> None:
     """From the first write on, a callback on the served loop every TICK: one that runs LATE
     or more past its time is a "late" mark (the loop was held: a callback, a collection, a
-    call that holds the GIL, or the core taken by another process)."""
+    call that holds the GIL, or the core taken by another process). The first write is the
+    first group commit's write on the loop (`files.ops.write`, post_tail.py's runs never
+    reach the size rule) or the size rule's first call (`Compactor.after_write`)."""
     after_write = compactor.Compactor.after_write
     started: list[bool] = []
 
@@ -190,16 +193,31 @@ def probe_loop(compactor: Any, marks: Marks) -> None:
             marks.append(("late", due, now, 0.0))
         loop.call_later(TICK, beat, loop, now + TICK)
 
-    def first(self: Any, commit: Any) -> None:
-        if not started:
-            started.append(True)
-            import asyncio
+    def start() -> None:
+        if started:
+            return
+        import asyncio
 
+        try:
             loop = asyncio.get_running_loop()
-            loop.call_later(TICK, beat, loop, time.perf_counter() + TICK)
+        except RuntimeError:  # a write outside the loop (the open's)
+            return
+        started.append(True)
+        loop.call_later(TICK, beat, loop, time.perf_counter() + TICK)
+
+    def first(self: Any, commit: Any) -> None:
+        start()
         after_write(self, commit)
 
     compactor.Compactor.after_write = first
+    write = files.ops.write
+
+    def first_write(fd: int, data: Any) -> Any:
+        if not started and threading.current_thread() is threading.main_thread():
+            start()
+        return write(fd, data)
+
+    files.ops.write = first_write
 
 
 def watch_gil(marks: Marks, stacks: list[tuple[float, float, dict[str, str]]], stop: threading.Event) -> None:

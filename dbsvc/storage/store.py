@@ -163,6 +163,12 @@ class Store(TableWrites):
             log_path = self._epoch.log_path
             fd = files.ops.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
             writer = LogWriter(log_path, fd, loaded.log_size, options.faults)
+            if options.sync:
+                try:
+                    writer.sync_opened()  # what a process left unsynced, paid before serving
+                except BaseException:
+                    files.ops.close(fd)
+                    raise
         self._writes = WritePath(
             self._tables,
             writer,
