@@ -20,7 +20,7 @@ a flat JSON value as the compact encoder writes it:
     number   -?(0|[1-9][0-9]*)(.[0-9]+)?(e[-+][0-9]+)?   (an int, or a float's repr)
     literal  true, false or null
 
-An indexed field is never a `json` field (interface.md: json is neither filterable nor
+An indexed field is never a `json` field (docs/guide/schema.md: json is neither filterable nor
 sortable), so an asked value is always flat. A field before the last asked one may be a
 `json` field holding an array or an object: that record does not match, and neither does
 anything but a record in the stored form (spaces, escapes the encoder never writes, another
