@@ -231,20 +231,19 @@ class HashIndex:
                 out.update(bucket)
         return out
 
-    def first_after(self, keys: Collection[Any], after: Any, end: int) -> list[Any] | None:
-        """The first `end` ids holding the one key of `keys`, in id order, after the id
-        `after` (None: from the first): a bisect and a slice of its list bucket, where
-        `ids` makes a set of the whole bucket, reading every id (~300 us for an author's
-        1,000 posts of 1,000,000, their ints cold in memory: bench/README.md, session 13).
-        None when the bucket is not kept as a list (several keys, flags or a set)."""
+    def first_after(self, keys: Collection[Any], after: Any, end: int, start: int = 0) -> list[Any] | None:
+        """The ids holding the one key of `keys`, in id order, after the id `after` (None:
+        from the first), from the `start`-th to before the `end`-th of them (`ids_after`),
+        where `ids` makes a set of the whole bucket, reading every id (~300 us for an
+        author's 1,000 posts of 1,000,000, their ints cold in memory: bench/README.md,
+        session 13). None when the bucket is not kept as a list (several keys, flags or a set)."""
         if len(keys) != 1:
             return None
         (key,) = keys
         bucket = self.buckets.get(key, [])
         if not isinstance(bucket, list):
             return None
-        lo = 0 if after is None else bisect_right(bucket, after)
-        return bucket[lo : lo + end]
+        return ids_after(bucket, after, start, end)
 
     def has(self, keys: Iterable[Any], id_: Any) -> bool:
         for k in keys:
@@ -448,3 +447,10 @@ class OrderedFilter:
 
 
 FilterIndex = Union[HashIndex, UniqueFilter, OrderedFilter]
+
+
+def ids_after(bucket: list[Any], after: Any, start: int, end: int) -> list[Any]:
+    """The ids of a list bucket (ascending) after the id `after` (None: from the first),
+    from the `start`-th to before the `end`-th of them: a bisect and a slice."""
+    at = 0 if after is None else bisect_right(bucket, after)
+    return bucket[at + start : at + end]

@@ -62,7 +62,6 @@ the same over a materialised `as_of` state, where every record is read (query.py
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from itertools import islice
@@ -70,7 +69,7 @@ from typing import Any
 
 from dbsvc.runtime import Query
 from dbsvc.storage.conditions import Source, Window, after_test, source_test, sources_of, state_test, windows_of
-from dbsvc.storage.hashes import HashIndex
+from dbsvc.storage.hashes import HashIndex, ids_after
 from dbsvc.storage.orders import ordered_ids, page_ids, sort_records
 from dbsvc.storage.rows import Stored, unpack
 from dbsvc.storage.table import Table
@@ -118,9 +117,10 @@ def plan_operators(table: Table, query: Query) -> tuple[list[Any], int, bool]:
             return ids[:limit], size, len(ids) > limit
         if not sort and kind == "filter" and isinstance(index := table.hashes[field], HashIndex):
             # id order under one filter's key: a slice of its sorted bucket, not a set of it
-            sliced = index.first_after(filters[field], query.cursor[1] if query.cursor is not None else None, end)
+            sliced = index.first_after(
+                filters[field], query.cursor[1] if query.cursor is not None else None, end, offset
+            )
             if sliced is not None:
-                sliced = sliced[offset:]
                 return sliced[:limit], size, len(sliced) > limit
         if not sort and kind == "window":  # id order: the window's first ids, not all of them
             ids = _first_ids(table, windows[field], end, query.cursor[1] if query.cursor is not None else None)
@@ -189,8 +189,7 @@ def _one_bucket(table: Table, query: Query) -> tuple[list[Any], int, bool] | Non
     end = offset + limit + 1
     if size * size > WALK_FACTOR * end * len(table.live) or type(bucket) is not list:
         return None
-    at = 0 if query.cursor is None else bisect_right(bucket, query.cursor[1])
-    sliced = bucket[at + offset : at + end]
+    sliced = ids_after(bucket, None if query.cursor is None else query.cursor[1], offset, end)
     return sliced[:limit], size, len(sliced) > limit
 
 
@@ -203,8 +202,7 @@ def _first_ids(table: Table, window: Window, end: int, after: Any) -> list[Any]:
     posts."""
     index = table.ordered[window.field]
     ids = index.span_by_id(*window.span(index))
-    lo = 0 if after is None else bisect_right(ids, after)
-    out = ids[lo : lo + end]
+    out = ids_after(ids, after, 0, end)
     if window.nulls and index.nulls:
         # at most every null: a live query's Init asks for sys.maxsize ids, past islice's bound
         out += islice(index.nulls if after is None else index.nulls.iter_after(after), min(end, len(index.nulls)))

@@ -131,7 +131,7 @@ def _block(
 ) -> bytes:
     """A block's three lines from its rows and their versions: its keys line (the columns
     at `positions`), its rows line and its versions line. Stored records give their keys
-    as texts cut out of them (`_key_texts`: a compaction's only read of a record),
+    as texts cut out of them (`_key_columns`, keycut.py: a compaction's only read of a record),
     PIECE_ROWS at a time, and its keys are joined a column at a time, with `pause()` after
     each piece: one cut of the whole block is a single stretch of ~3 ms holding the GIL,
     whatever the switch interval (write_snapshot_stream). A block of stored records (an

@@ -270,16 +270,12 @@ class Store(TableWrites):
             if stored is None:
                 return None, table.watermark, 0
             text = sent(stored) if texts else None
-            if text is not None:
-                return text, table.watermark, table.versions.get(id)
-            return table.shown(id, stored), table.watermark, table.versions.get(id)
+            return text or table.shown(id, stored), table.watermark, table.versions.get(id)
         past, version = table.get_as_of(id, max(as_of, 0))
         if past is None:
             return None, as_of, version
         text = sent(past) if texts else None
-        if text is not None:
-            return text, as_of, version
-        return table.model.decode(unpack(past)), as_of, version
+        return text or table.model.decode(unpack(past)), as_of, version
 
     def version(self, model: str, id: Any) -> int:
         """The log offset of live record `id`'s last write (its ETag), 0 when there is
