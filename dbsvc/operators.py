@@ -198,9 +198,10 @@ def decode_cursor(
     client paging or polling sends the same cursor texts again (a page asked at one of a
     few thousand cursors, a followed `Link` asked again), and the base64, the pattern or
     the scanner and the float parsing of each request were a measurable part of a page's
-    request side (bench/README.md, wt-filt). The reader is its list's alone (model, sort,
-    key kinds, id kind), so a text kept answers only for the list it was accepted for; a
-    refusal is never kept (its whole decode and its error each time)."""
+    request side (bench/README.md, "Cursor texts kept decoded per list"). The reader is its
+    list's alone (model, sort, key kinds, id kind), so a text kept answers only for the
+    list it was accepted for; a refusal is never kept (its whole decode and its error each
+    time)."""
     reader = _READERS.get((model, sort, id_kind))
     if reader is None or (reader.given is not kinds and reader.kinds != kinds):
         reader = _reader(model, sort, kinds, id_kind)

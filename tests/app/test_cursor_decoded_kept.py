@@ -1,5 +1,5 @@
 """Cursor texts accepted are kept decoded on their list's reader (operators.py
-`decode_cursor`, `_CursorReader.keep`; bench/README.md and docs/decisions.md, wt-filt): a
+`decode_cursor`, `_CursorReader.keep`; docs/decisions.md, "Cursor texts kept decoded per list"): a
 client paging or polling sends the same texts again, and the second decode of one is a
 dict lookup. What is held here: the second answer is the first; a refusal is never kept
 and is refused in the same words again; a text over `KEPT_CURSOR` characters is not kept;

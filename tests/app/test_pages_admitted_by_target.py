@@ -1,9 +1,9 @@
 """Pages at a cursor or an offset are admitted by their raw target (readcache.py
 `PresentPages.admits_page`, parsedlists.py `ParsedQueries.listing`; docs/decisions.md,
-wt-filt): a page asked twice under the same target is kept from its second ask, and two
-spellings of one query (`author_id=7` and `author_id=%37`, the same decoded pairs) are two
-targets, each counted apart, where the window was keyed by the decoded pairs and the
-second spelling was admitted at its first ask. What is kept is still found by the decoded
+"Cursor texts kept decoded per list"): a page asked twice under the same target is kept
+from its second ask, and two spellings of one query (`author_id=7` and `author_id=%37`,
+the same decoded pairs) are two targets, each counted apart, where the window was keyed by
+the decoded pairs and the second spelling was admitted at its first ask. What is kept is still found by the decoded
 pairs: once kept, either spelling is answered from it.
 
 In process: the units over the blog schema's parser, and the application over a real store.
