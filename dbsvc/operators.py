@@ -217,9 +217,7 @@ def decode_cursor(
 
 KEPT_CURSOR = 128  # characters of the longest cursor text a reader keeps decoded
 KEPT_CURSORS = 8192  # cursor texts a reader keeps decoded: emptied when it holds as many
-# texts kept by all readers at once: every reader's emptied when as many were kept since the
-# last time (a schema's lists can make up to READERS readers, each holding KEPT_CURSORS)
-KEPT_ALL = 65536
+KEPT_ALL = 65536  # texts kept by all readers (up to READERS of them): all emptied past it
 _kept_since = 0  # texts kept by any reader since every reader's were last emptied
 
 
@@ -258,8 +256,7 @@ class _CursorReader:
         self.wanted = tuple(kinds[field] for field, _desc in sort)
         self.width = len(self.wanted)
         self.id_kind = id_kind
-        # cursor text accepted for this list -> its (keys, id): a tuple of keys (ints, floats,
-        # strs, bools, None) and an id, immutable, so one answer is handed out again
+        # cursor text accepted for this list -> its (keys, id), immutable: handed out again
         self.decoded: dict[str, tuple[tuple[Any, ...], Any]] = {}
         # the whole decoded text of a cursor we write for a list whose keys are numbers and
         # whose id is an int (`_numbers`), or None for any other list
@@ -271,14 +268,11 @@ class _CursorReader:
 
     def keep(self, text: str, found: tuple[tuple[Any, ...], Any]) -> None:
         """Keep `text`, accepted for this list as `found`, unless it is over `KEPT_CURSOR`
-        characters (our cursors are ~40-100; a longer text is rarer and costs its memory),
-        emptying the kept texts first when they are `KEPT_CURSORS`: memory is bounded by
-        that many short texts a reader, and a client sending ever new cursors costs a dict
-        insertion a request and a clear every `KEPT_CURSORS`, no eviction order kept. The
-        readers are many (up to `READERS`, one per model and sort asked), so all of them
-        are emptied too each time `KEPT_ALL` texts were kept since the last time: the texts
-        kept in all are never more (those of a reader dropped from `_READERS` are counted
-        until then, which only empties sooner)."""
+        characters (ours are ~40-100), emptying the kept texts first when they are
+        `KEPT_CURSORS`: a client sending ever new cursors costs a dict insertion a request
+        and a clear now and then, no eviction order kept. The readers are up to `READERS`
+        (a model and sort each), so all are emptied each time `KEPT_ALL` texts were kept
+        since the last time: never more are kept in all (docs/decisions.md)."""
         global _kept_since
         if len(text) > KEPT_CURSOR:
             return
