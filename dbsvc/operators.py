@@ -21,7 +21,8 @@ helpers here for the parts that are not schema-specific (docs/guide/queries.md,
   keys, never positions, so compaction leaves it valid. Anything else is MalformedCursor
   (a BadQuery: whatever the text, the decode raises nothing else), a cursor made for
   another model or another sort a BadQuery naming them. A cursor is not signed: a forged one only
-  seeks somewhere else in the same list, under the same access rules.
+  seeks somewhere else in the same list, under the same access rules. A text accepted is
+  kept decoded for its own list, bounded (`kept_cursors`, `KEPT_CURSORS`, `KEPT_ALL`).
 
 Imports errors and the standard library only; storage never sees a cursor's text, only the
 decoded `Query.cursor`.
@@ -191,21 +192,58 @@ def decode_cursor(
     only the keys and the id after them are parsed (`_CursorReader`), where the whole
     decode parsed the head's three strings and made `sort_text(sort)` again on every page.
     Any other text, a refusal included, takes the whole decode (`_decode_whole`), so what is
-    accepted and every refusal's words are the whole decode's."""
+    accepted and every refusal's words are the whole decode's.
+
+    A text accepted is kept on its list's reader with its answer (`_CursorReader.keep`): a
+    client paging or polling sends the same cursor texts again (a page asked at one of a
+    few thousand cursors, a followed `Link` asked again), and the base64, the pattern or
+    the scanner and the float parsing of each request were a measurable part of a page's
+    request side (bench/README.md, "Cursor texts kept decoded per list"). The reader is its
+    list's alone (model, sort, key kinds, id kind), so a text kept answers only for the
+    list it was accepted for; a refusal is never kept (its whole decode and its error each
+    time)."""
     reader = _READERS.get((model, sort, id_kind))
     if reader is None or (reader.given is not kinds and reader.kinds != kinds):
         reader = _reader(model, sort, kinds, id_kind)
+    found = reader.decoded.get(text)
+    if found is not None:
+        return found
     found = reader.read(text)
     if found is None:
-        return _decode_whole(text, model, sort, kinds, id_kind)
+        found = _decode_whole(text, model, sort, kinds, id_kind)  # raises a refusal
+    reader.keep(text, found)
     return found
+
+
+KEPT_CURSOR = 128  # characters of the longest cursor text a reader keeps decoded
+KEPT_CURSORS = 8192  # cursor texts a reader keeps decoded: emptied when it holds as many
+KEPT_ALL = 65536  # texts kept by all readers (up to READERS of them): all emptied past it
+_kept_since = 0  # texts kept by any reader since every reader's were last emptied
+
+
+def kept_cursors(model: str, sort: Sequence[tuple[str, bool]], id_kind: str) -> int:
+    """How many cursor texts the reader of this list (`model` sorted by `sort`, ids of
+    `id_kind`) keeps decoded now (0 when the list has no reader): what a test or a probe
+    asks of `decode_cursor`'s kept texts without reading them."""
+    reader = _READERS.get((model, tuple(sort), id_kind))
+    return 0 if reader is None else len(reader.decoded)
+
+
+def forget_cursors() -> None:
+    """Empty every reader's kept texts, and start the count towards `KEPT_ALL` again: done
+    when that many were kept, and what a test calls to start from none."""
+    global _kept_since
+    for reader in _READERS.values():
+        reader.decoded.clear()
+    _kept_since = 0
 
 
 class _CursorReader:
     """The decoding of the cursors this module makes for one list (model, sort, key kinds):
-    the head they start with, as bytes, and each sort key's kind in order."""
+    the head they start with, as bytes, and each sort key's kind in order; and the texts
+    accepted for this list lately, with their answers (`decoded`, `keep`)."""
 
-    __slots__ = ("floats", "given", "head", "id_kind", "kinds", "numbers", "width", "wanted")
+    __slots__ = ("decoded", "floats", "given", "head", "id_kind", "kinds", "numbers", "width", "wanted")
 
     def __init__(self, model: str, sort: Sequence[tuple[str, bool]], kinds: Mapping[str, str], id_kind: str) -> None:
         self.head = _cursor_head(model, tuple(sort)).encode("ascii")
@@ -218,6 +256,8 @@ class _CursorReader:
         self.wanted = tuple(kinds[field] for field, _desc in sort)
         self.width = len(self.wanted)
         self.id_kind = id_kind
+        # cursor text accepted for this list -> its (keys, id), immutable: handed out again
+        self.decoded: dict[str, tuple[tuple[Any, ...], Any]] = {}
         # the whole decoded text of a cursor we write for a list whose keys are numbers and
         # whose id is an int (`_numbers`), or None for any other list
         self.numbers: re.Pattern[bytes] | None = None
@@ -225,6 +265,24 @@ class _CursorReader:
         if id_kind == "i" and all(kind in "fi" for kind in self.wanted):
             keys = b",".join(_FLOAT_TEXT if kind == "f" else _INT_TEXT for kind in self.wanted)
             self.numbers = re.compile(re.escape(self.head) + keys + rb"\]," + _INT_TEXT + rb"\]")
+
+    def keep(self, text: str, found: tuple[tuple[Any, ...], Any]) -> None:
+        """Keep `text`, accepted for this list as `found`, unless it is over `KEPT_CURSOR`
+        characters (ours are ~40-100), emptying the kept texts first when they are
+        `KEPT_CURSORS`: a client sending ever new cursors costs a dict insertion a request
+        and a clear now and then, no eviction order kept. The readers are up to `READERS`
+        (a model and sort each), so all are emptied each time `KEPT_ALL` texts were kept
+        since the last time: never more are kept in all (docs/decisions.md)."""
+        global _kept_since
+        if len(text) > KEPT_CURSOR:
+            return
+        if _kept_since >= KEPT_ALL:
+            forget_cursors()
+        decoded = self.decoded
+        if len(decoded) >= KEPT_CURSORS:
+            decoded.clear()
+        decoded[text] = found
+        _kept_since += 1
 
     def read(self, text: str) -> tuple[tuple[Any, ...], Any] | None:
         """(keys, id) of a cursor made for this list, or None for any other text (the

@@ -195,7 +195,10 @@ class ParsedQueries:
         # (model, pairs) -> the last capacity // 4 pages at a cursor or an offset (`at_page`),
         # apart: a walk over many cursors or offsets never drops a list
         self._cursors: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], ParsedList] = OrderedDict()
-        self._asked = SecondAsk(capacity // 4)  # such pages asked once and not kept apart
+        # the targets of such pages asked once and not kept apart: keyed by the raw target,
+        # which is at hand, where a tuple of the pairs is hashed afresh on every ask; two
+        # spellings of one query (`%20` and `+`, `%2C` and `,`) count apart
+        self._asked = SecondAsk(capacity // 4)
         # (model, path, pairs but offset and cursor) -> the Link maker of that list's pages
         self._makers: OrderedDict[tuple[str, str, tuple[tuple[str, str], ...]], NextLinks] = OrderedDict()
 
@@ -208,7 +211,10 @@ class ParsedQueries:
         BadQuery) and kept unless its target is over `longest` characters. A page at a
         cursor or an offset is its list without it, kept, at the cursor decoded or the offset
         read now (`at_page`), and kept apart among the last `capacity // 4` such pages from
-        its second ask (a polled one is found; one asked once costs no eviction)."""
+        its second ask (a polled one is found; one asked once costs no eviction). The ask is
+        counted by the request's raw target (its path fixes the model): a query spelled two
+        ways is two targets, each kept from its own second ask, and the page kept is found by
+        its model and pairs as before."""
         pairs = request.query
         if len(request.target) > self.longest:
             return ParsedList(model.parse_list_query(pairs))
@@ -224,7 +230,7 @@ class ParsedQueries:
             entry = self.at_page(model, pairs)
             if entry is not None:
                 kept = self.capacity // 4  # 0 under a capacity of 3 or less: none kept
-                if kept and self._asked.admits(key):  # from its second ask (admission.py)
+                if kept and self._asked.admits(request.target):  # from its second ask (admission.py)
                     if len(cursors) >= kept:
                         cursors.popitem(last=False)
                     cursors[key] = entry

@@ -327,8 +327,14 @@ class PresentPages:
         cursors or offsets asks most of them once, and keeping each cost its insertion and
         an older answer's eviction for no hit; one target asked again and again (a polled
         page) is kept from its second ask. Lists without a cursor or an offset are kept at
-        once, as before."""
-        return self._asked.admits((request.path, tuple(request.query)))
+        once, as before.
+
+        Counted by the raw target (`request.target`, at hand and its hash kept by the str),
+        where a tuple of the path and the decoded pairs was made and hashed on every ask:
+        two spellings of one query (`%20` and `+`, `%2C` and `,`) are two targets here, each
+        admitted from its own second ask, though the answer kept is found by either
+        (`get` keys by the path and the decoded pairs)."""
+        return self._asked.admits(request.target)
 
     def keep(
         self, store: Any, request: Request, names: tuple[str, ...], body: bytes, watermark: int, link: str | None
