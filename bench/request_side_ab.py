@@ -1,5 +1,5 @@
 """A list page's request side at a cursor, two checkouts side by side, in process (issue 36
-item 2, "cursor at random + filter", session 29, wt-filt; bench/README.md,
+item 2, "cursor at random + filter", session 31, wt-filt; bench/README.md,
 "Cursor texts kept decoded per list").
 
     python bench/request_side_ab.py OLD NEW
