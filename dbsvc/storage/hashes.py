@@ -24,7 +24,7 @@ from operator import eq, is_, sub
 from typing import Any, Union
 
 from dbsvc.storage.indexes import Keep, OrderedIndex
-from dbsvc.storage.sortedlist import sorted_position
+from dbsvc.storage.sortedlist import own_ints, sorted_position
 
 FEW_KEYS = 4  # at most this many distinct keys: HashIndex.from_columns scans once per key
 SET_AT = 16384  # a HashIndex bucket is a sorted list up to this many ids, then flags or a set
@@ -154,7 +154,7 @@ class HashIndex:
     def _bucket(self, ids: list[Any]) -> Bucket:
         """The form for a bucket of ascending `ids` (class doc)."""
         if len(ids) <= SET_AT:
-            return ids
+            return own_ints(ids)  # made afresh in the bucket's order (sortedlist.py)
         if self.span >= 0 and len(ids) * 8 >= self.span:
             return IdBits(ids, self.span)
         return set(ids)
