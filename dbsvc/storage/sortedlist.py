@@ -213,13 +213,15 @@ def own_ints(ids: list[Any]) -> list[Any]:
     here, in list order, equal to the old; `ids` itself when they are not all machine ints
     (strings, uuids, ints past 64 bits), which stay the objects they were.
 
-    Why: a bulk-built index (`OrderedIndex.from_columns`, `HashIndex._bucket`) holds the
-    table's id objects, which a snapshot's open made in id order, between its other
-    objects. Walked in another order (a sort field's, one key's bucket) at 1,000,000
-    records, each id of a page is then a read of its own cache line scattered over the
-    heap; ids made afresh in the index's order lie side by side, a page's 21 of them in a
-    few lines (bench/README.md, docs/decisions.md: "own ints"). `array.tolist` makes each
-    a new object at C speed (`i + 0` does too, ~1.5x slower; `int(i)` returns `i`)."""
+    Why: a bulk-built index holds the table's id objects, which a snapshot's open made in
+    id order between its other objects (two neighbours ~680 bytes apart at 1,000,000
+    posts). Walked in another order (a sort field's), each id of a page is then a read of
+    its own cache line somewhere in the heap; ids made afresh in the index's order lie
+    side by side, a page's 21 of them in a few lines. A number-keyed sort field's
+    `OrderedIndex.from_columns` uses it; hash buckets do not: 32 bytes a record each,
+    and both together sat at the 5% RSS limit (docs/decisions.md and bench/README.md,
+    "Own ints"). `array.tolist` makes each a new object at C speed (`i + 0` does too,
+    ~1.5x slower; `int(i)` returns `i` itself)."""
     try:
         return array("q", ids).tolist()
     except (TypeError, OverflowError):
