@@ -51,6 +51,7 @@ from dbsvc.storage.sortedlist import (
     SortedIndex,
     backwards,
     counted_slice,
+    own_ints,
     span_backwards,
     sublist_slice,
 )
@@ -143,6 +144,8 @@ class OrderedIndex(KeptOrders):
         # slice of it. An array built from the map itself grows one item at a time, several
         # times slower than the list and the slices' arrays together (bench/README.md).
         ordered_ids = entries if by_id is not keys else list(map(ids.__getitem__, entries))
+        if typecode:  # a number-keyed sort field's ids made afresh in its order (sortedlist.py)
+            ordered_ids = own_ints(ordered_ids)
         index._fill(list(map(by_id.__getitem__, entries)), ordered_ids)
         return index
 

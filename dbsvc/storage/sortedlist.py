@@ -26,6 +26,7 @@ Plain data: no I/O, no model knowledge; of dbsvc it imports fenwick.py alone (pl
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator
 from itertools import chain, islice
@@ -205,6 +206,26 @@ class SortedIndex:
             return iter(())
         sub = lists[i]
         return chain(islice(sub, bisect_right(sub, entry), None), chain.from_iterable(islice(lists, i + 1, None)))
+
+
+def own_ints(ids: list[Any]) -> list[Any]:
+    """`ids` with each int past CPython's small ints (-5..256, shared) a new object made
+    here, in list order, equal to the old; `ids` itself when they are not all machine ints
+    (strings, uuids, ints past 64 bits), which stay the objects they were.
+
+    Why: a bulk-built index holds the table's id objects, which a snapshot's open made in
+    id order between its other objects (two neighbours ~680 bytes apart at 1,000,000
+    posts). Walked in another order (a sort field's), each id of a page is then a read of
+    its own cache line somewhere in the heap; ids made afresh in the index's order lie
+    side by side, a page's 21 of them in a few lines. A number-keyed sort field's
+    `OrderedIndex.from_columns` uses it; hash buckets do not: 32 bytes a record each,
+    and both together sat at the 5% RSS limit (docs/decisions.md and bench/README.md,
+    "Own ints"). `array.tolist` makes each a new object at C speed (`i + 0` does too,
+    ~1.5x slower; `int(i)` returns `i` itself)."""
+    try:
+        return array("q", ids).tolist()
+    except (TypeError, OverflowError):
+        return ids
 
 
 def sorted_position(items: list[Any], entry: Any) -> int:
