@@ -48,6 +48,12 @@ Rules:
    the id R holds), so the event's five other keys cost no dict, no keys and no values
    (they were about 45% of a payload's scan), and a payload that differs in any byte
    (spacing, key order, `1.0` for an id, an escape) is left to the general path.
+6. Such a group's records are stored as their frames carried them (`Run.stored`: no
+   encode a record) when each record's text is exactly the one this store would write
+   for its values (rows.py `stored_from_texts`, checked for the whole run at once); a text
+   spelled otherwise in any byte (spacing, key order, `1.0` for `1`, an escape, a float's
+   spelling) leaves the run's records to be packed from their values, as before. Either
+   way the stored bytes are the same.
 
 Plain functions over a table's public surface (`model`, `live`, `max_id`); no I/O.
 """
@@ -65,6 +71,7 @@ from dbsvc.errors import RequestError, StreamError
 from dbsvc.runtime import INT64_MAX, INT64_MIN, CompiledModel, compact_json, datetime_key, identity, shared
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
+from dbsvc.storage.rows import stored_from_texts
 from dbsvc.storage.table import Table
 
 # A plain row's payload (rule 3): kind, model, offset, watermark, id, record (+ previous).
@@ -207,20 +214,31 @@ class Run(NamedTuple):
     offsets: list[int]
     keys: dict[int, list[Any]]  # index keys computed by the check (tableruns.py `insert_run`'s `keys`)
     columns: list[tuple[Any, ...]]  # `values` a field at a time (tableruns.py `insert_run`'s `columns`)
+    # Each record's stored form, its frame's own text (rule 6), or None: tableruns.py packs the values.
+    stored: list[bytes] | None = None
 
 
-def joined_parts(runs: list[Run] | None) -> tuple[dict[int, list[Any]] | None, list[tuple[Any, ...]] | None]:
-    """The index keys and the columns of a table's run made of `runs` in a row (follow.py's
-    group), joined: tableruns.py `insert_run`'s `keys` and `columns`; (None, None) when a
-    row of it came without a checked run, or the runs' keys differ in their fields."""
+def joined_parts(
+    runs: list[Run] | None,
+) -> tuple[dict[int, list[Any]] | None, list[tuple[Any, ...]] | None, list[bytes] | None]:
+    """The index keys, the columns and the stored texts of a table's run made of `runs` in
+    a row (follow.py's group), joined: tableruns.py `insert_run`'s `keys`, `columns` and
+    `stored`; (None, None, None) when a row of it came without a checked run, or the runs'
+    keys differ in their fields; the stored texts None unless every run has its own."""
     if not runs:
-        return None, None
+        return None, None, None
     if len(runs) == 1:
-        return runs[0].keys, runs[0].columns
+        return runs[0].keys, runs[0].columns, runs[0].stored
     if len({tuple(run.keys) for run in runs}) != 1:
-        return None, None
+        return None, None, None
     keys = {position: list(chain(*(run.keys[position] for run in runs))) for position in runs[0].keys}
-    return keys, [tuple(chain(*column)) for column in zip(*(run.columns for run in runs))]
+    columns = [tuple(chain(*column)) for column in zip(*(run.columns for run in runs))]
+    texts: list[bytes] = []
+    for run in runs:
+        if run.stored is None:
+            return keys, columns, None
+        texts.extend(run.stored)
+    return keys, columns, texts
 
 
 def _in_place(
@@ -381,7 +399,12 @@ def insert_group(
         or list(map(int.from_bytes, map(getitem, frames, repeat(_OFFSET)))) != offsets
     ):
         return None
-    return _insert_run_of(table, name, offsets, watermarks, ids, records, table.max_id, set())
+    run = _insert_run_of(table, name, offsets, watermarks, ids, records, table.max_id, set())
+    if run is None:
+        return None
+    # rule 6: each record's own text, between its "record": and the payload's last "}"
+    texts = list(map(getitem, texts, map(slice, starts, repeat(-1))))
+    return run._replace(stored=stored_from_texts(table.model.fields, run.columns, texts))
 
 
 def update_run(

@@ -48,6 +48,17 @@ value is flat and one regular expression cuts them (`_flat`): a string runs to i
 never occurs inside a UTF-8 sequence of several bytes), a number or a literal to the next
 comma. With a bracket (an array or an object among the values, or a bracket inside a
 string) the JSON scanner finds where each value ends (`_scanned`).
+
+A replica's run of inserts keeps its records' texts as the frames carried them
+(`stored_from_texts`) when each is exactly `pack` of its values: a primary wrote it with
+`compact_json`, so it always is unless the frame was spelled by hand. The check builds
+that text without the encoder: the run's values a field at a time, each field's texts
+by its one type (`%d` for ints and `%r` for floats, what the encoder calls; a str between
+quotes as it is when no text of the run holds a backslash, since a value the encoder
+would escape holds a `"`, a `\\` or a control character, which a strictly scanned text
+can hold only escaped; `null`; else the C encoder over the column, cut at its NULs),
+filled into the model's layout, every record at once with NULs between them (neither
+side can hold one: RFC 8259 §7), and compared with the texts joined the same way.
 """
 
 from __future__ import annotations
@@ -55,7 +66,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
 
 from dbsvc.runtime import c_encoder, compact_json
@@ -215,3 +226,58 @@ def pack_many(fields: tuple[str, ...], batch: Sequence[Values]) -> list[Stored]:
     # NUL, which compact JSON never holds (RFC 8259 §7: control characters are escaped),
     # marks the cuts, so one encode and one split make every record's bytes.
     return inner.replace("},{", "}\0{").encode("utf-8", "surrogatepass").split(b"\0")
+
+
+_BOOLS = {True: "true", False: "false"}
+_NULL = type(None)
+
+
+def _field_texts(column: Sequence[Any], plain: bool) -> tuple[str, Sequence[Any] | None]:
+    """How one field of a run is written into its records' layout: the format of its
+    value (`%d`, `"%s"`, `%r`, `null`, or `%s`) and what fills it (None: nothing), each
+    value's text exactly as `compact_json` writes it. `plain`: no str of the run needs
+    an escape (`stored_from_texts`)."""
+    kinds = set(map(type, column))
+    if len(kinds) == 1:
+        kind = kinds.pop()
+        if kind is int:
+            return "%d", column
+        if kind is str and plain:
+            return '"%s"', column
+        if kind is float:
+            return "%r", column
+        if kind is _NULL:
+            return "null", None
+        if kind is bool:
+            return "%s", list(map(_BOOLS.__getitem__, column))
+    if _SPLIT is not None:
+        parts = "".join(_SPLIT(list(column), 0))[1:-1].split("\0")
+        if len(parts) == len(column):  # no list or object among them (module docstring)
+            return "%s", parts
+    return "%s", list(map(compact_json, column))
+
+
+def stored_from_texts(
+    fields: tuple[str, ...], columns: Sequence[Sequence[Any]], texts: list[str]
+) -> list[Stored] | None:
+    """`texts` as the stored records of a run (each text's UTF-8) when each text is
+    exactly `pack(fields, values)` of its record's values, `columns` (the values a field
+    at a time, read from those very texts by the strict JSON scanner); else None, and the
+    caller packs the values (`pack_many`). The expected texts are built a field at a time
+    (module docstring): no dict and no encoder call a record."""
+    joined = "\0".join(texts)
+    plain = "\\" not in joined
+    template = []
+    fills = []
+    try:
+        for field, column in zip(fields, columns):
+            spec, fill = _field_texts(column, plain)
+            template.append(compact_json(field).replace("%", "%%") + ":" + spec)
+            if fill is not None:
+                fills.append(fill)
+        expected = (("{" + ",".join(template) + "}\0") * len(texts))[:-1] % tuple(chain.from_iterable(zip(*fills)))
+    except ValueError:  # a value the encoder refuses (1e400 scans as inf): `pack_many` raises as before
+        return None
+    if expected != joined:
+        return None
+    return joined.encode("utf-8", "surrogatepass").split(b"\0")

@@ -422,6 +422,7 @@ class Store(TableWrites):
             "compactions": self.compactor.count,
             "batch_sizes": (BATCH_BOUNDS, list(c.stats.batches)) if c else None,
             "snapshot_bytes": _size(os.path.join(self._directory, SNAPSHOT_NAME)),
+            "kept_texts": sum(t.kept_texts for t in self._tables.values()),
         }
 
     # -- following a primary (follow.py; dbsvc/replica) --------------------------------------

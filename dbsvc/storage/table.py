@@ -120,6 +120,7 @@ class Table:
         "id_field",
         "id_position",
         "keys",
+        "kept_texts",
         "live",
         "max_id",
         "model",
@@ -183,6 +184,9 @@ class Table:
         self.prior = array("q")  # beside `rows`: the version of each row's previous record
         self.versions = Versions()
         self.max_id = 0
+        # Records a replica's run stored as their frames carried them (tableruns.py `insert_run`):
+        # a count for `Store.stats`, which says whether a primary's spelling lets the run skip its encode.
+        self.kept_texts = 0
         # kept past SHOWN while within a share of the table's records (shown.py `_within`)
         self.dicts = ShownDicts(model.decode, fields=model.fields, id_field=model.id_field, sized=self.live.__len__)
         self.tick = next(TICKS)

@@ -29,7 +29,7 @@ from typing import Any
 
 from dbsvc.runtime import identity
 from dbsvc.storage.idmap import IdMap
-from dbsvc.storage.rows import Values, pack_many
+from dbsvc.storage.rows import Stored, Values, pack_many
 from dbsvc.storage.runs import add_hash_run, add_ordered_run, add_sorted_run, ints_ascending
 from dbsvc.storage.table import TICKS, Table
 
@@ -39,17 +39,23 @@ def insert_run(
     batch: list[Values],
     keys: Mapping[int, Sequence[Any]] | None = None,
     columns: Sequence[Sequence[Any]] | None = None,
+    stored: list[Stored] | None = None,
 ) -> None:
     """`table.insert` of each record in turn, with the same result (rule 1), each index's
     entries added together (runs.py). `keys`: position -> the column's index keys, and
     `columns`: the batch's values a field at a time, computed by the caller already
-    (followrun.py's check)."""
+    (followrun.py's check); `stored`: each record's stored form, checked by the caller to
+    be what `pack_many` would make of `batch` (followrun.py rule 6), else None."""
     columns = columns or list(zip(*batch)) or [()] * len(table.model.fields)
     ids = list(columns[table.id_position])
     # Whether the ids are ints in strictly ascending order (a follower's new rows), found once here
     # for every index rather than by each index again (runs.py: two C-level passes each).
     ascending = ints_ascending(ids)
-    records = pack_many(table.model.fields, batch)
+    if stored is None:
+        records = pack_many(table.model.fields, batch)
+    else:
+        records = stored
+        table.kept_texts += len(stored)
     table.tick = next(TICKS)
     if isinstance(table.live, IdMap):
         table.live.extend_run(ids, records, ascending)

@@ -248,7 +248,7 @@ def test_a_runs_columns_and_keys_are_its_values_a_field_at_a_time():
     assert run.columns == list(zip(*run.values))
     keyed = [model.fields.index("n"), model.fields.index("at")]  # an int64 column, a datetime
     assert run.keys == {p: [model.keys[model.fields[p]](v[p]) for v in run.values] for p in keyed}
-    assert joined_parts([run]) == (run.keys, run.columns)
+    assert joined_parts([run]) == (run.keys, run.columns, None)  # no texts: tableruns.py packs the values
 
 
 def test_runs_in_a_row_join_their_keys_and_columns_in_order():
@@ -258,10 +258,15 @@ def test_runs_in_a_row_join_their_keys_and_columns_in_order():
     second = insert_run(table, *good_inserts(7, [9, 12, 13], watermark=2), 7, 2, 4, {3, 4})
     both = insert_run(table, *good_inserts(5, [3, 4, 9, 12, 13]), 5, 0, 2, set())
     assert first is not None and second is not None and both is not None
-    assert joined_parts([first, second]) == (both.keys, both.columns)
+    assert joined_parts([first, second]) == (both.keys, both.columns, None)
     # A row that came without a run, or runs keyed on other fields: nothing to hand over.
-    assert joined_parts(None) == (None, None) and joined_parts([]) == (None, None)
-    assert joined_parts([first, second._replace(keys={})]) == (None, None)
+    assert joined_parts(None) == (None, None, None) and joined_parts([]) == (None, None, None)
+    assert joined_parts([first, second._replace(keys={})]) == (None, None, None)
+    # Stored texts (followrun.py rule 6) join when every run has its own, else none do.
+    texts = [b"a", b"b"], [b"c", b"d", b"e"]
+    kept = [first._replace(stored=texts[0]), second._replace(stored=texts[1])]
+    assert joined_parts(kept) == (both.keys, both.columns, [b"a", b"b", b"c", b"d", b"e"])
+    assert joined_parts([kept[0], second]) == (both.keys, both.columns, None)
 
 
 def test_a_runs_values_are_model_row_of_each_record_enum_members_shared():

@@ -19,6 +19,7 @@ from dbsvc.schema import parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.followrun import Run, check_fit, insert_group, insert_run, insert_texts, scan_group
 from dbsvc.storage.logfile import encode_frame
+from dbsvc.storage.rows import pack
 from dbsvc.storage.table import Table
 
 SCHEMA = """model Item {
@@ -71,8 +72,11 @@ def test_a_primarys_inserts_make_the_run_insert_run_makes():
     run = taken(table, frames)
     fields = scan_group(frames, 1 << 20, SCAN)
     assert fields is not None
-    assert run == insert_run(table, frames, fields, 5, 0, 0, set())
+    assert run is not None and run._replace(stored=None) == insert_run(table, frames, fields, 5, 0, 0, set())
     assert isinstance(run, Run) and run.ids == [3, 4, 9, 10] and run.offsets == [5, 6, 7, 8]
+    # followrun.py rule 6: each record's stored form is its frame's own text, which is `pack` of its values
+    assert run.stored == [pack(table.model.fields, values) for values in run.values]
+    assert run.stored == [frame[16:].split(b'"record":', 1)[1][:-1] for frame in frames]
     assert run.events[1] == ChangeEvent(EventKind.INSERT, "Item", 6, 2, 4, item(4), None, None)
     assert len(table.live) == 0  # nothing changed
 

@@ -14,10 +14,11 @@ import pytest
 
 from dbsvc.errors import EpochChanged, StreamError
 from dbsvc.runtime import Query
+from dbsvc.storage.compact import SNAPSHOT_NAME
 from dbsvc.storage.logfile import encode_frame
 from dbsvc.storage.tenants import create_tenant
 from dbsvc.storage.versions import Versions
-from support.storage import open_store, user
+from support.storage import open_store, post, text, user
 
 
 def _event(at: int, values: dict, **over) -> bytes:
@@ -334,3 +335,158 @@ def test_a_whole_group_into_a_model_the_replica_does_not_know_is_refused_as_one_
     assert results["grouped"] == results["one at a time"]
     error, state = results["grouped"]
     assert error is not None and "Nope" in error and state["head"] == 10
+
+
+# A group of plain inserts in a primary's spelling keeps each record's text as its frame
+# carried it (followrun.py rule 6) when that text is exactly what this store writes for
+# the record; otherwise the records are packed from their values. Either way the stored
+# records, and so a compaction's snapshot, are byte for byte the old path's.
+EPOCH = "e" * 32
+
+
+def _spelled(at: int, watermark: int, model: str, id_: int, record: str) -> bytes:
+    """An insert's frame as a primary spells it (events.py `ChangeEvent.frame`), its record's text `record`."""
+    head = f'{{"kind":"insert","model":"{model}","offset":{at},"watermark":{watermark},"id":{id_},"record":'
+    return encode_frame(at, (head + record + "}").encode())
+
+
+def _posts(records: list[str]) -> list[bytes]:
+    """BlogPost inserts at offsets 11 on (after `_warm`'s ten users), their records' texts `records`."""
+    return [_spelled(10 + n, n, "BlogPost", n, r) for n, r in enumerate(records, start=1)]
+
+
+def _post_text(n: int, **over) -> str:
+    return text(post(n, author=n % 10 + 1, title=f"title {n}", score=n / 8, **over))
+
+
+def _stored(tmp_path, frames: list[bytes], way: str) -> dict:  # noqa: ANN001 (pytest's tmp_path)
+    """`frames` after `_warm()` into a fresh replica store (as a group, or one at a time),
+    then compacted at its head: the error, the records of `frames` kept as their frames carried them,
+    the snapshot file's bytes, and the records a reopened store reads."""
+    path = tmp_path / way.replace(" ", "-")
+    store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
+    try:
+        assert _run(store, _warm(), grouped=True) is None
+        warm = store.stats()["kept_texts"]
+        error = _run(store, frames, grouped=way == "grouped")
+
+        async def compact() -> None:
+            await store.compact_at(EPOCH, store.applied_offset)
+
+        asyncio.run(compact())
+        kept = store.stats()["kept_texts"] - warm
+        before = {m: store.list_records(m, Query(limit=1000))[0] for m in ("User", "BlogPost")}
+    finally:
+        store.close()
+    with open(path / "t" / SNAPSHOT_NAME, "rb") as file:
+        snapshot = file.read()
+    again = open_store(str(path / "t"), sync="off", replication=True)
+    try:
+        after = {m: again.list_records(m, Query(limit=1000))[0] for m in ("User", "BlogPost")}
+    finally:
+        again.close()
+    assert after == before
+    return {"error": error, "kept": kept, "snapshot": snapshot, "records": after}
+
+
+def test_a_primarys_group_is_stored_as_its_frames_carry_it_byte_for_byte(tmp_path):
+    # A real primary's frames: users and posts with every kind of value a record holds
+    # (null, bool, -0.0, 1e300, a float's shortest spelling, non-ASCII as it is, a json
+    # field with floats and escapes inside it), in one group a model. The first round's
+    # records are of value types new to the replica, so they go one at a time (followrun.py
+    # rule 1); the second round's, of the same types, are whole runs.
+    names = ["café", "ünïcödé 名前", "plain", "tab\there", 'say "hi"', "back\\slash", "\u2028 sep", "x" * 90]
+    scores = [0.0, -0.0, 1e300, 0.1, 1.5, 123456789.125, 5e-324, 2.0**60]
+    tags = [None, [], ["a", "b"], {"k": [1, 2.5, None, True]}, {"é": "\n"}, [{"x": 1e-7}], "s", 3]
+
+    async def main(primary) -> None:
+        for first in (1, 41):
+            for i in range(first, first + 40):
+                await primary.insert("User", user(i, name=names[i % 8], age=i % 5 or None, profile=tags[i % 8]))
+            for i in range(first, first + 40):
+                over = {"title": names[i % 8], "score": scores[i % 8], "tags": tags[(i + 3) % 8]}
+                await primary.insert("BlogPost", post(i, author=i, **over, published=i % 2 == 0))
+        frames.extend(primary.frames_after(0))
+        await primary.compact_at(EPOCH, primary.applied_offset)
+
+    primary = open_store(create_tenant(str(tmp_path / "p"), "t"), sync="off", replication=True)
+    frames: list[bytes] = []
+    try:
+        asyncio.run(main(primary))
+        records = {m: primary.list_records(m, Query(limit=1000))[0] for m in ("User", "BlogPost")}
+    finally:
+        primary.close()
+    with open(tmp_path / "p" / "t" / SNAPSHOT_NAME, "rb") as file:
+        snapshot = file.read()
+    assert len(frames) == 160
+    replicas = {}
+    for way in ("grouped", "one at a time"):
+        path = tmp_path / way.replace(" ", "-")
+        store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
+        try:
+            for at in range(0, 160, 40):  # one model a group: a whole group of plain inserts
+                group = frames[at : at + 40]
+                assert _run(store, group, grouped=way == "grouped") is None
+
+            async def compact() -> None:
+                await store.compact_at(EPOCH, store.applied_offset)
+
+            asyncio.run(compact())
+            replicas[way] = store.stats()["kept_texts"]
+        finally:
+            store.close()
+        with open(path / "t" / SNAPSHOT_NAME, "rb") as file:
+            assert file.read() == snapshot, way
+        again = open_store(str(path / "t"), sync="off", replication=True)
+        try:
+            assert {m: again.list_records(m, Query(limit=1000))[0] for m in ("User", "BlogPost")} == records
+        finally:
+            again.close()
+    assert replicas == {"grouped": 80, "one at a time": 0}
+
+
+# The 25th post's record text (offset 35) spelled otherwise: `True` when it is still
+# exactly the text this store writes (the run keeps its frames' texts), `False` when the
+# run must pack its records (or, for the records the run's checks refuse, go one frame
+# at a time).
+POST_SPELLINGS = {
+    "as written": (lambda t: t, True),
+    "non-ASCII as it is": (lambda t: t.replace('"title 25"', '"café 25"'), True),
+    "1e300 spelled as repr does": (lambda t: t.replace('"score":3.125', '"score":1e+300'), True),
+    "escapes this store writes": (lambda t: t.replace('"body":"body"', '"body":"a\\"b\\\\c\\n\\u001f"'), True),
+    "an escaped é": (lambda t: t.replace('"title 25"', '"caf\\u00e9 25"'), False),
+    "an escaped /": (lambda t: t.replace('"title 25"', '"a\\/b"'), False),
+    "an escape in upper case": (lambda t: t.replace('"body":"body"', '"body":"\\u001F"'), False),
+    "a space after a colon": (lambda t: t.replace('"score":', '"score": '), False),
+    "a space before the end": (lambda t: t[:-1] + " }", False),
+    "keys in another order": (
+        lambda t: t.replace('"body":"body","published":false', '"published":false,"body":"body"'),
+        False,
+    ),
+    "3.125 as 3.1250": (lambda t: t.replace('"score":3.125', '"score":3.1250'), False),
+    "1e300 as written by hand": (lambda t: t.replace('"score":3.125', '"score":1e300'), False),
+    "1.0 as 1": (lambda t: t.replace('"score":3.125', '"score":1'), False),
+    "1 as 1.0": (lambda t: t.replace('"author_id":6', '"author_id":6.0'), False),
+    "-0 for 0": (lambda t: t.replace('"tags":null', '"tags":-0'), False),
+    "a json field spaced": (lambda t: t.replace('"tags":null', '"tags":[1, 2]'), False),
+    "a key twice": (lambda t: t.replace('"body":"body"', '"body":"x","body":"body"'), False),
+    "an extra field": (lambda t: t[:-1] + ',"extra":1}', False),
+    "a missing field": (lambda t: t.replace(',"tags":null', ""), False),
+}
+
+
+@pytest.mark.parametrize("spelling", sorted(POST_SPELLINGS))
+def test_a_record_spelled_otherwise_is_packed_and_stored_as_before(tmp_path, spelling):
+    respell, kept = POST_SPELLINGS[spelling]
+    records = [_post_text(n) for n in range(1, 41)]
+    assert records[24].count('"score":3.125') == 1 and records[24].count('"author_id":6,') == 1
+    records[24] = respell(records[24])
+    assert kept == (spelling == "as written") or records[24] != _post_text(25)
+    results = {way: _stored(tmp_path, _posts(records), way) for way in ("grouped", "one at a time")}
+    grouped, alone = results["grouped"], results["one at a time"]
+    assert grouped["snapshot"] == alone["snapshot"] and grouped["records"] == alone["records"]
+    assert grouped["error"] == alone["error"]
+    assert alone["kept"] == 0
+    assert grouped["kept"] == (40 if kept else 0)
+    if kept:
+        assert grouped["error"] is None and len(grouped["records"]["BlogPost"]) == 40
