@@ -77,7 +77,7 @@ import asyncio
 import json
 import os
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import accumulate, repeat
 from operator import attrgetter
 from typing import Any, Protocol
@@ -90,6 +90,7 @@ from dbsvc.storage.compactor import Applied
 from dbsvc.storage.epoch import Epoch
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.followrun import (
+    FRAME_SCAN,
     Run,
     check_fit,
     insert_group,
@@ -105,15 +106,6 @@ from dbsvc.storage.snapshot import ModelImage, SnapshotImage, encode_snapshot
 from dbsvc.storage.table import Table
 from dbsvc.storage.tableruns import insert_run as insert_table_run
 
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-# The json module's C scanner (rows.py's SCAN), refusing NaN and Infinity: (value, end).
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder(  # type: ignore[attr-defined]
-    parse_constant=_no_constant
-).scan_once
 _ID, _OFFSET = attrgetter("id"), attrgetter("offset")
 UPDATE, DELETE = 1, 2  # what `_Group.apply` does with a row (an insert goes by `add_insert`)
 _KINDS = {kind.value: kind for kind in EventKind}
@@ -198,7 +190,7 @@ def apply_replicated_frames(store: Replicated, frames: Sequence[bytes]) -> async
     group = _Group(store.writes, store.applied_rows)
     if len(frames) > 1 and not store.held_frames and _take_inserts(store, group, frames):
         return group.submit()
-    fields = scan_group(frames, store.max_payload, _SCAN)
+    fields = scan_group(frames, store.max_payload, FRAME_SCAN)
     try:
         if fields is None:
             for frame in frames:
@@ -372,7 +364,7 @@ def _take_inserts(store: Replicated, group: _Group, frames: Sequence[bytes]) -> 
         table = store.table(name)
     except (NotFound, TypeError):
         return False
-    run = insert_group(table, name, frames, texts, group.writes.next_offset, table.watermark, _SCAN)
+    run = insert_group(table, name, frames, texts, group.writes.next_offset, table.watermark, FRAME_SCAN)
     if run is None:
         return False
     group.add_run(table, frames, run)
@@ -454,7 +446,8 @@ def _decode(store: Replicated, frame: bytes, offset: int, fields: Any) -> Change
     """The frame's event, decoded once (rule 5), after its size is checked (rule 2). The
     payload is read by the json module's C scanner itself, as rows.py reads a stored
     record: a primary writes compact JSON, so no whitespace is skipped around it, and
-    `NaN` or `Infinity` (which json.loads takes, and no primary writes) is refused.
+    `NaN`, `Infinity` or a number past the doubles (which json.loads takes, and no
+    primary writes) is refused.
     `fields`: the payload scanned so already (`scan_group`, which checked its size), or None."""
     if fields is None:
         size = len(frame) - FRAME_HEADER_SIZE
@@ -465,7 +458,7 @@ def _decode(store: Replicated, frame: bytes, offset: int, fields: Any) -> Change
             )
         try:
             text = frame[FRAME_HEADER_SIZE:].decode("utf-8")
-            fields, end = _SCAN(text, 0)
+            fields, end = FRAME_SCAN(text, 0)
         except StopIteration as stop:
             raise StreamError(offset, f"payload is not JSON: expecting a value at character {stop.value}") from None
         except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError included

@@ -60,6 +60,7 @@ Plain functions over a table's public surface (`model`, `live`, `max_id`); no I/
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -100,6 +101,27 @@ _MICROSECOND = timedelta(microseconds=1)
 Scan = Callable[[str, int], tuple[Any, int]]  # the json module's C scanner: (value, end)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    """A JSON number with a fraction or an exponent, as a float, refused when it reads as
+    infinity (`1e400`): no primary writes one, and a record holding it could never be
+    packed (`rows.pack_many` raises mid-group, after rows were taken in memory)."""
+    value = float(text)
+    if value - value != 0.0:
+        raise ValueError(f"the number {text} is out of range: expected a finite number")
+    return value
+
+
+# The json module's C scanner (rows.py's SCAN), refusing NaN, Infinity and numbers that
+# read as infinity: (value, end). A scanner error is the frame's StreamError (follow.py's `_decode`).
+FRAME_SCAN: Scan = json.JSONDecoder(  # type: ignore[attr-defined]
+    parse_constant=_no_constant, parse_float=_finite
+).scan_once
+
+
 def _fits(frames: Sequence[bytes], max_payload: int) -> bool:
     """Whether there are frames and none's payload is over `max_payload` (rule 2): asked
     before any payload is decoded, by `scan_group` and `insert_texts` alike."""
@@ -108,7 +130,7 @@ def _fits(frames: Sequence[bytes], max_payload: int) -> bool:
 
 def scan_group(frames: Sequence[bytes], max_payload: int, scan: Scan) -> list[Any] | None:
     """Each frame's payload as its JSON value (rule 2), or None when one is over
-    `max_payload` or not one JSON value by itself. `scan` is follow.py's scanner."""
+    `max_payload` or not one JSON value by itself. `scan` is `FRAME_SCAN`."""
     if not _fits(frames, max_payload):
         return None
     try:

@@ -72,6 +72,9 @@ def _group(fault: str) -> list[bytes]:
         ),
         "not JSON": lambda: encode_frame(offset, b'{"kind":"insert"'),
         "NaN": lambda: encode_frame(offset, _event(offset, record)[16:].replace(b'"age":3', b'"age":NaN')),
+        "a float past the doubles": lambda: encode_frame(
+            offset, _event(offset, record | {"profile": [1.5]})[16:].replace(b"1.5", b"-1e400")
+        ),
         "a record that is a list": lambda: _event(offset, record, record=[35]),
         "no fault": lambda: frames[at],
     }[fault]()
@@ -106,6 +109,7 @@ FAULTS = [
     "an update",
     "not JSON",
     "NaN",
+    "a float past the doubles",
     "a record that is a list",
     "no fault",
 ]
