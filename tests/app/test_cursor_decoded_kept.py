@@ -61,6 +61,17 @@ def test_an_accepted_cursor_is_kept_and_its_second_decode_is_the_same_answer():
     assert kept_cursors("BlogPost", TITLE, "i") == 1
 
 
+def test_a_list_no_cursor_was_decoded_for_keeps_none():
+    # No reader at all (no text of this list ever decoded, accepted or refused): 0, as for
+    # a reader that keeps none (the answer a probe reads before the first page).
+    forget_cursors()
+    assert kept_cursors("KeptNever", SCORE, "i") == 0
+    text = encode_cursor("KeptNever", SCORE, [1.5], 2)
+    assert decode_cursor(text, "KeptNever", SCORE, KINDS, "i") == ((1.5,), 2)
+    assert kept_cursors("KeptNever", SCORE, "i") == 1
+    assert kept_cursors("KeptNever", SCORE, "s") == 0  # another id kind: still no reader
+
+
 def test_a_refused_text_is_never_kept_and_is_refused_the_same_way_again():
     forget_cursors()
     texts = [

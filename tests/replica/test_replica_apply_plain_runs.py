@@ -201,6 +201,21 @@ def test_a_group_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
     )
 
 
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        ("NaN", "NaN is not a JSON value"),
+        ("a float past the doubles", "the number -1e400 is out of range: expected a finite number"),
+    ],
+)
+def test_a_frame_the_strict_scanner_refuses_is_named_in_the_streams_error(tmp_path, fault, words):
+    # followrun.py `FRAME_SCAN` refuses what no primary writes; its words are the
+    # StreamError's, the operator's one clue to the frame, grouped or one at a time.
+    results = _both_ways(tmp_path, _group(fault))
+    expected = f"StreamError: replication frame at offset 35: payload is not JSON: {words}"
+    assert results["grouped"][0] == results["one at a time"][0] == expected
+
+
 def test_a_run_of_new_ids_in_order_is_one_run_of_the_table(tmp_path):
     # Two groups of plain inserts, the second's ids after the first's: a replica that
     # restarts between them, or not, holds the same records, versions and index orders.

@@ -89,3 +89,13 @@ def test_each_awkward_spelling_of_one_value_is_refused():
     ]:
         assert text.count(old) == 1
         assert _kept([text.replace(old, new)]) is None, new
+
+
+def test_a_lone_surrogate_is_kept_as_pack_makes_it():
+    # `pack` writes a lone surrogate (a file made by hand can hold one) as its UTF-8
+    # ("surrogatepass"); a text holding one as it is, unescaped, is kept as those bytes.
+    rows = [(1, "\ud800", 0.5, True, None), (2, "a\udfff\U0001f600", -1.5, False, "\udbff")]
+    texts = [compact_json(dict(zip(FIELDS, row))) for row in rows]
+    assert "\\" not in "".join(texts)  # as it is, not escaped
+    assert _kept(texts) == [pack(FIELDS, row) for row in rows]
+    assert _kept(texts)[0] == b'{"id":1,"a":"\xed\xa0\x80","b%s":0.5,"c":true,"d":null}'
