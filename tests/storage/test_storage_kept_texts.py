@@ -13,15 +13,9 @@ from hypothesis import strategies as st
 
 from dbsvc.runtime import compact_json
 from dbsvc.storage.rows import pack, stored_from_texts
+from support.jsonvalues import SCALARS
 
 FIELDS = ("id", "a", "b%s", "c", "d")
-SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.text(),
-)
 # A run's column a field: all one type (the common run) or any mix.
 COLUMN_KINDS = st.sampled_from(
     [

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from dbsvc.runtime import compact_json, json_bytes
 from dbsvc.storage.rows import pack
 from dbsvc.storage.words import WordIndex
+from support.jsonvalues import SCALARS
 from support.packing import pack_shown, pack_update
 
 FIELDS = ("id", "title", "score", "meta", "flag")
@@ -93,13 +94,6 @@ def test_pack_update_gives_the_previous_record_s_json_byte_for_byte(old, new):
     )
 
 
-SCALARS = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**63), max_value=2**63 - 1),
-    st.floats(allow_nan=False, allow_infinity=False),
-    st.text(),
-)
 VALUES = st.tuples(SCALARS, SCALARS, SCALARS, st.one_of(SCALARS, st.lists(SCALARS, max_size=3)), SCALARS)
 
 
