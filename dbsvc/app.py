@@ -377,7 +377,8 @@ class Application(WriteRoutes, OperationalRoutes):
         headers = self._read_headers(watermark, query.as_of)
         link = None
         if more and records:  # RFC 8288: the next page, keyed on this page's last record
-            link = listing.link_after(model, request, records[-1])
+            last = records[-1]  # not a dict: the store's SentRecord, its sort keys read from its key columns
+            link = listing.link_after(model, request, last, last.sort_keys if type(last) is not dict else None)
             headers.append(("Link", link))
         if past:
             self.past.keep(self.store, model, request, body, headers)

@@ -492,8 +492,10 @@ class NextLinks:
         self._by_str = rest + b"%s],%d]"
         self._by_null = rest + b"null],%d]"
 
-    def after(self, record: Mapping[str, Any]) -> str:
-        """The next page's `Link` value, after `record` (the page's last)."""
+    def after(self, record: Mapping[str, Any], sort_keys: Sequence[Any] | None = None) -> str:
+        """The next page's `Link` value, after `record` (the page's last). `sort_keys`: the
+        record's index keys of the sort's fields, in its order, when the store read them from
+        its key columns (storage/shown.py `SentRecord`): then `record` holds its id alone."""
         if record is self._last:
             return self._link
         id_ = record[self._id]
@@ -507,8 +509,11 @@ class NextLinks:
             if not keys:
                 data = self._by_id % id_
             else:
-                field, key = keys[0]
-                value = key(record[field])
+                if sort_keys is None:
+                    field, key = keys[0]
+                    value = key(record[field])
+                else:
+                    value = sort_keys[0]
                 kind = type(value)
                 if kind is float and value - value == 0.0:  # finite: inf - inf and NaN are NaN
                     data = self._by_float % (value, id_)
@@ -522,7 +527,9 @@ class NextLinks:
                     data = self._rest + (_json_key(value) + "]," + int.__repr__(id_) + "]").encode("ascii")
         else:
             text = "]," + (int.__repr__(id_) if type(id_) is int else _json_key(id_)) + "]"
-            if keys:
+            if sort_keys is not None:
+                text = ",".join([_json_key(value) for value in sort_keys]) + text
+            elif keys:
                 text = ",".join([_json_key(key(record[field])) for field, key in keys]) + text
             data = self._rest + text.encode("ascii")
         # base64url without its padding: `=` is only ever padding, deleted by the translate

@@ -24,6 +24,7 @@ Imports errors, runtime, http's Request type, operators and admission.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -144,9 +145,11 @@ class ParsedList:
         first `Link`."""
         return self._links
 
-    def link_after(self, model: CompiledModel, request: Request, record: Record) -> str:
+    def link_after(
+        self, model: CompiledModel, request: Request, record: Record, sort_keys: Sequence[Any] | None = None
+    ) -> str:
         """The `Link` value of the page after `record`, the last of a page of `model` listed
-        by `request`."""
+        by `request` (`sort_keys`: its sort keys, read by the store: `NextLinks.after`)."""
         links = self._links
         if links is None or self._path != request.path:
             makers = self._makers
@@ -159,7 +162,7 @@ class ParsedList:
             base = self.base
             if base is not None:  # the list's later pages start with this maker
                 base._links, base._path = links, request.path
-        return links.after(record)
+        return links.after(record, sort_keys)
 
 
 class ParsedQueries:

@@ -204,14 +204,17 @@ def list_live(table: Table, query: Query) -> tuple[list[dict], int]:
 def list_page(table: Table, query: Query, texts: bool = False) -> tuple[list[Any], int, bool]:
     """(page, total, whether another page follows it: never after an empty page) over the live state; a query with
     operators or a cursor is planned by seek.py. `texts`: the records as JSON bytes, the last a dict carrying its JSON (`Table.shown_all`),
-    its id alone in id order (no `sort`: the page's `Link` reads no key of it)."""
+    its id alone in id order (no `sort`: the page's `Link` reads no key of it), its id and its
+    sort keys from the sort fields' key columns when sorted (`SentRecord.sort_keys`)."""
     if has_operators(query):
         planned = bucket_operators(table, query)  # a range and filters over a bucket kept in order
         ids, total, more = planned if planned is not None else plan_operators(table, query)
     else:
         ids, total = _plan_live(table, query)
         more = bool(ids) and query.offset + len(ids) < total
-    return table.shown_all(ids, texts, bool(query.sort)), total, more
+    sort = query.sort
+    columns = table.sort_columns(sort) if texts and sort and ids else ()
+    return table.shown_all(ids, texts, bool(sort), columns), total, more
 
 
 def state_page(state: Mapping[Any, Stored], table: Table, query: Query) -> tuple[list[dict], int, bool]:

@@ -78,10 +78,16 @@ class SentRecord(dict):
     (`ShownDicts.page` with texts). It is the record as a dict for whoever reads its
     values (the page's `Link`), and its bytes for the page; a copy made for one page and
     kept nowhere (the kept dict stays a plain dict). A page in id order (`keyed=False`)
-    gets it with its id alone: its `Link` reads nothing else."""
+    gets it with its id alone: its `Link` reads nothing else. A sorted page whose sort
+    fields' key columns were handed in (`ShownDicts.page` `columns`) gets its id alone
+    too, and `sort_keys`, the record's index keys of those fields read from the columns:
+    its `Link` needs no more, and no dict of the record is made or kept for it (the -score
+    pages at cursors at random decoded their last record's JSON for one key;
+    bench/README.md, session 32). `sort_keys` is None otherwise."""
 
-    __slots__ = ("text",)
+    __slots__ = ("sort_keys", "text")
 
+    sort_keys: tuple[Any, ...] | None
     text: bytes
 
 
@@ -185,16 +191,20 @@ class ShownDicts:
         self.budget = SHOWN_SHARE * sized()
         return self._weight < self.budget
 
-    def page(self, ids: list[Any], page: list[Stored], texts: bool = False, keyed: bool = True) -> list[Any]:
+    def page(
+        self, ids: list[Any], page: list[Stored], texts: bool = False, keyed: bool = True, columns: tuple = ()
+    ) -> list[Any]:
         """`one` of each id of a list page and its stored record (`page`, in the same
         order); a page of the last SHOWN_PAGES whose stored records are all still the same
         gives its dicts again (module docstring). The kept dicts are looked up and tested
         in C, all at once; a page with a miss takes them one by one. `texts`: the page as
         JSON, every record but the last its stored bytes, the last a `SentRecord`
         (`_texts_page`; module docstring); `keyed` False (a list in id order, whose `Link`
-        reads the last record's id alone): that `SentRecord` holds its id alone."""
+        reads the last record's id alone): that `SentRecord` holds its id alone; `columns`
+        (the sort fields' key columns, keycolumns.py `KeyColumn`, in the sort's order): that
+        `SentRecord` holds its id and its `sort_keys` read from them, no dict of it made."""
         if texts and self._texts and ids:
-            return self._texts_page(ids, page, keyed or not self._id)
+            return self._texts_page(ids, page, keyed or not self._id, columns)
         key = tuple(ids)
         kept = self._pages.get(key)
         if kept is not None and all(map(is_, page, kept[0])):
@@ -212,7 +222,7 @@ class ShownDicts:
         self._keep_page(key, page, out, kept is not None, refused)
         return out
 
-    def _texts_page(self, ids: list[Any], page: list[Stored], keyed: bool) -> list[Any]:
+    def _texts_page(self, ids: list[Any], page: list[Stored], keyed: bool, columns: tuple = ()) -> list[Any]:
         """`page` with texts (a page of at least one record): its stored records as they
         are, the last a `SentRecord` (by id alone when not `keyed`), a record that may hold
         a lone surrogate its dict (module docstring). No lookup but the last record's when
@@ -231,7 +241,12 @@ class ShownDicts:
         if type(last) is not bytes:  # a dict already (its Link reads it as it is)
             return out
         sent = SentRecord()
-        if keyed:
+        sent.sort_keys = None
+        if columns and self._id:  # the Link's keys from the columns: no dict made (class doc)
+            id_ = ids[-1]
+            sent[self._id] = id_
+            sent.sort_keys = tuple([column.get(id_) for column in columns])
+        elif keyed:
             sent.update(self.one(ids[-1], last))
         else:
             sent[self._id] = ids[-1]

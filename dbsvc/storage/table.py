@@ -241,11 +241,22 @@ class Table:
         """The dict of `id_`'s live stored record, the one handed out before if kept (shown.py)."""
         return self.dicts.one(id_, stored)
 
-    def shown_all(self, ids: list[Any], texts: bool = False, keyed: bool = True) -> list[Any]:
+    def shown_all(self, ids: list[Any], texts: bool = False, keyed: bool = True, columns: tuple = ()) -> list[Any]:
         """`shown` of the live record of each id of a list page (shown.py `ShownDicts.page`);
         `texts`: every record but the last as its JSON (bytes), the last a `SentRecord`,
-        holding its id alone when not `keyed` (a list in id order: its `Link` reads no key)."""
-        return self.dicts.page(ids, pick(self.live, ids), texts, keyed)
+        holding its id alone when not `keyed` (a list in id order: its `Link` reads no key),
+        or its id and its `sort_keys` read from `columns` (`sort_columns`)."""
+        return self.dicts.page(ids, pick(self.live, ids), texts, keyed, columns)
+
+    def sort_columns(self, sort: tuple[tuple[str, bool], ...]) -> tuple[Any, ...]:
+        """The key column (keycolumns.py) of each field of `sort`, in its order: where a
+        page's `Link` reads its last record's sort keys without the record; () when a field
+        has no ordered index."""
+        ordered = self.ordered
+        try:
+            return tuple([ordered[field].column for field, _desc in sort])
+        except KeyError:
+            return ()
 
     def prime(self, id_: Any, stored: Stored, record: dict) -> None:
         """`record` is the dict of `stored` (a write hands the record it was given back)."""

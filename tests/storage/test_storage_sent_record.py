@@ -9,6 +9,7 @@ does not change. No store and no fixture, as test_storage_shown_units.py."""
 from __future__ import annotations
 
 from dbsvc.runtime import json_bytes
+from dbsvc.storage.keycolumns import KeyColumn
 from dbsvc.storage.shown import SentRecord, ShownDicts
 from support.shownkit import FIELDS, Counted, decoded, stored
 
@@ -96,3 +97,24 @@ def test_a_model_without_fields_hands_every_page_out_as_dicts():
     dicts = ShownDicts(decoded, capacity=2, window=64)
     out = dicts.page([1, 2], [stored(1), stored(2)], texts=True)
     assert out == [{"id": 1, "name": "r1"}, {"id": 2, "name": "r2"}] and [type(r) for r in out] == [dict, dict]
+
+
+def test_a_sorted_last_record_with_its_key_columns_is_its_id_and_keys_never_decoded():
+    """Given the sort fields' key columns (session 32), the last record is its id and the
+    keys read from them (`sort_keys`, in the columns' order, None for a null): no dict is
+    made, looked up or kept for it, read once or again; without columns `sort_keys` is None."""
+    decode = Counted()
+    dicts = full(decode)
+    made, refused = decode.calls, dicts.refused
+    score = KeyColumn.from_pairs([(2.5, 1), (7.0, 3)], "d")
+    title = KeyColumn.from_pairs([("b", 1), (None, 3)])
+    page = [stored(1), stored(3, "x")]
+    for _ in range(2):  # a second read keeps nothing either
+        last = dicts.page([1, 3], page, texts=True, columns=(score, title))[1]
+        assert type(last) is SentRecord and last == {"id": 3} and last.sort_keys == (7.0, None)
+        assert last.text is page[1]
+    assert decode.calls == made and dicts.refused == refused and list(dicts.ids) == [9001, 9002]
+    first = dicts.page([3, 1], page[::-1], texts=True, columns=(title,))[1]
+    assert first == {"id": 1} and first.sort_keys == ("b",)
+    plain = dicts.page([1, 3], page, texts=True)[1]
+    assert plain == {"id": 3, "name": "x"} and plain.sort_keys is None

@@ -32,9 +32,10 @@ def test_a_page_shown_again_is_the_same_dicts_until_a_record_of_it_changes(tmp_p
     run(go())
 
 
-def test_a_page_sent_whole_in_id_order_ends_on_its_id_and_a_sorted_one_on_its_record(tmp_path, stores):
+def test_a_page_sent_whole_ends_on_its_id_and_sorted_on_its_id_and_sort_keys(tmp_path, stores):
     """With texts, the last record's `Link` reads its id alone in id order (shown.py
-    `_sent_id`: never decoded for it) and every sort key when sorted: the whole record."""
+    `_sent_id`: never decoded for it) and, sorted, its id and the sort keys the store read
+    from its key columns (`sort_keys`, session 32: never decoded either)."""
     store = stores(str(tmp_path), sync="off")
 
     async def go() -> None:
@@ -45,6 +46,7 @@ def test_a_page_sent_whole_in_id_order_ends_on_its_id_and_a_sorted_one_on_its_re
             assert more and dict(plain[-1]) == {"id": 3} and json.loads(plain[-1].text)["name"] == "n3"
             assert [json.loads(r)["id"] for r in plain[:-1]] == [1, 2]
             by_name = store.list_page("User", Query(sort=(("name", True),), limit=3), texts=True)[0]
-            assert by_name[-1]["name"] == "n3" and by_name[-1] == json.loads(by_name[-1].text)
+            assert dict(by_name[-1]) == {"id": 3} and by_name[-1].sort_keys == ("n3",)
+            assert json.loads(by_name[-1].text)["name"] == "n3"
 
     run(go())
