@@ -22,7 +22,10 @@ import gc, json, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from dbsvc.compiler import compile_schema
-from dbsvc.operators import encode_cursor
+try:
+    from dbsvc.cursors import encode_cursor
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor
 from dbsvc.schema import parse_schema
 root = Path(sys.argv[1])
 module = compile_schema(parse_schema((root / "schemas/blog.dbs").read_text(), "blog.dbs"))

@@ -64,7 +64,10 @@ def child(code: str, data: str, paired: bool) -> None:
     sys.path[:0] = [code]
     from pages_kit import open_app, request  # this script's own bench folder's, over CODE's dbsvc
 
-    from dbsvc.operators import encode_cursor
+    try:
+        from dbsvc.cursors import encode_cursor
+    except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+        from dbsvc.operators import encode_cursor
     from dbsvc.runtime import Query
     from dbsvc.storage.seek import plan_operators
 

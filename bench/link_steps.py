@@ -1,4 +1,4 @@
-"""A next page's `Link` (operators.py `NextLinks.after`) and `encode_cursor` by key kind, in
+"""A next page's `Link` (cursors.py `NextLinks.after`) and `encode_cursor` by key kind, in
 process: thread CPU ns a call, the best of ROUNDS rounds of N records each (every record a
 new object, so the maker's kept last text never answers).
 
@@ -20,7 +20,11 @@ import time
 CODE = sys.argv[1]
 sys.path[:0] = [CODE]
 from dbsvc.compiler import compile_schema  # noqa: E402
-from dbsvc.operators import NextLinks, encode_cursor, link_prefix  # noqa: E402
+
+try:
+    from dbsvc.cursors import NextLinks, encode_cursor, link_prefix  # noqa: E402
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import NextLinks, encode_cursor, link_prefix  # noqa: E402
 from dbsvc.schema import load_schema  # noqa: E402
 
 mod = compile_schema(load_schema(CODE + "/schemas/blog.dbs"))

@@ -37,9 +37,9 @@ from query_bench import vocabulary  # noqa: E402
 
 from dbsvc.app import Application  # noqa: E402
 from dbsvc.compiler import compile_schema  # noqa: E402
+from dbsvc.cursors import encode_cursor  # noqa: E402
 from dbsvc.http.message import split_target  # noqa: E402
 from dbsvc.http.types import Request  # noqa: E402
-from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.realtime.broker import Broker  # noqa: E402
 from dbsvc.schema import load_schema  # noqa: E402
 from dbsvc.service import settle_heap  # noqa: E402

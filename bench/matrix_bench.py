@@ -57,7 +57,7 @@ def matrix_shapes(port: int, records: int, as_of: int) -> list[tuple[str, str]]:
     GET one record first. Author 7 holds ~N/1,000 posts; `ab` starts ~N/676 titles."""
     from query_bench import get_json, vocabulary
 
-    from dbsvc.operators import encode_cursor
+    from dbsvc.cursors import encode_cursor
 
     middle = get_json(port, f"/api/blog-post?sort=-score&limit=1&offset={records // 2}")["data"][0]
     cursor = encode_cursor("BlogPost", (("score", True),), [middle["score"]], middle["id"])
@@ -92,7 +92,7 @@ def varied_shapes(records: int) -> list[tuple[str, str]]:
     neighbours (session 13): the same sorted by -score (cursors of scores and ids at random:
     a cursor holds keys, so any keys seek into the list), the id-order cursors under an
     author filter at random, and a page of 20 at an offset at random (0-100,000)."""
-    from dbsvc.operators import encode_cursor
+    from dbsvc.cursors import encode_cursor
 
     rng = random.Random(36)
     ids = [rng.randint(1, records) for _ in range(5000)]

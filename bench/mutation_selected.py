@@ -16,7 +16,7 @@ later run with the same `--out`, so a new test file gets its own `--out`.
 Beyond mutation_inprocess.py's cases, a case may ask for `tmp_path` (a fresh directory),
 `tenant` (a fresh tenant in one) or `monkeypatch` (undone after the case); an `async def`
 case runs under `asyncio.run`; `--clear MODULE:NAME` empties a module-level dict or list
-before each case (operators.py's `_READERS` keeps the cursor readers a mutant built, which
+before each case (cursors.py's `_READERS` keeps the cursor readers a mutant built, which
 the next mutant would otherwise reuse). A case marked `slow`, or one asking for any other
 fixture, is left out and listed; one that fails in the stats pass is left out and listed.
 

@@ -48,7 +48,10 @@ from array import array  # noqa: E402
 
 from pages_kit import open_app, request  # noqa: E402
 
-from dbsvc.operators import encode_cursor  # noqa: E402
+try:
+    from dbsvc.cursors import encode_cursor  # noqa: E402
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.storage.bucketplan import bucket_operators  # noqa: E402
 from dbsvc.storage.heap import advise_heap  # noqa: E402
 from dbsvc.storage.idmap import pick  # noqa: E402

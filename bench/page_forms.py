@@ -41,7 +41,10 @@ CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import filtered_cursor_targets, open_app, request  # noqa: E402
 
-from dbsvc.operators import encode_cursor  # noqa: E402
+try:
+    from dbsvc.cursors import encode_cursor  # noqa: E402
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.storage.bucketplan import bucket_operators  # noqa: E402
 from dbsvc.storage.idmap import IdMap, pick  # noqa: E402
 from dbsvc.storage.rows import SCAN, layout, record_json  # noqa: E402

@@ -26,7 +26,11 @@ from pages_kit import open_app, request
 
 from dbsvc.http.fastpath import FastWire
 from dbsvc.http.message import encode_response
-from dbsvc.operators import encode_cursor
+
+try:
+    from dbsvc.cursors import encode_cursor
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor
 from dbsvc.storage.bucketplan import bucket_operators
 from dbsvc.storage.query import _plan_live
 from dbsvc.storage.seek import has_operators, plan_operators

@@ -22,7 +22,11 @@ from dbsvc.app import Application
 from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.operators import encode_cursor
+
+try:
+    from dbsvc.cursors import encode_cursor
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor
 from dbsvc.realtime.broker import Broker
 from dbsvc.schema import load_schema
 from dbsvc.storage import Store

@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.search_memory:
         return search_memory(args.records)
-    from dbsvc.operators import encode_cursor
+    from dbsvc.cursors import encode_cursor
 
     data = seeded(args.data or Path(tempfile.mkdtemp(prefix="query-bench-")), args.records)
     env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "off", "RUST_LOG": "info"}

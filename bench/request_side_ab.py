@@ -33,7 +33,10 @@ sys.path.insert(0, sys.argv[1])
 from dbsvc.compiler import compile_schema
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.operators import encode_cursor
+try:
+    from dbsvc.cursors import encode_cursor
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor
 from dbsvc.parsedlists import ParsedQueries
 from dbsvc.readcache import PresentPages
 from dbsvc.schema import parse_schema

@@ -32,7 +32,10 @@ CODE, DATA20K, DATA1M = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import open_app, request  # noqa: E402
 
-from dbsvc.operators import encode_cursor  # noqa: E402
+try:
+    from dbsvc.cursors import encode_cursor  # noqa: E402
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.storage.bucketplan import bucket_operators  # noqa: E402
 from dbsvc.storage.heap import advise_heap  # noqa: E402
 from dbsvc.storage.idmap import pick  # noqa: E402

@@ -30,7 +30,10 @@ CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import open_app, request  # noqa: E402
 
-from dbsvc.operators import encode_cursor  # noqa: E402
+try:
+    from dbsvc.cursors import encode_cursor  # noqa: E402
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.storage.shown import SHOWN_SHARE  # noqa: E402
 
 RECORDS = int(os.environ.get("RECORDS", "1000000"))

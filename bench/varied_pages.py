@@ -38,7 +38,11 @@ from pages_kit import open_app, request  # noqa: E402
 
 from dbsvc.app import Application  # noqa: E402
 from dbsvc.http.types import Request  # noqa: E402
-from dbsvc.operators import encode_cursor  # noqa: E402
+
+try:
+    from dbsvc.cursors import encode_cursor  # noqa: E402
+except ImportError:  # a checkout from before cursors.py: its cursors were operators.py's
+    from dbsvc.operators import encode_cursor  # noqa: E402
 from dbsvc.storage import Store  # noqa: E402
 
 RECORDS = int(os.environ.get("RECORDS", "1000000"))

@@ -250,7 +250,7 @@ class MalformedCursor(BadQuery):
     """A `cursor` text that is no cursor this service makes (bad base64 or UTF-8, JSON that
     is not the cursor's array, nested past the parser's depth, a key of the wrong kind or
     an int key past the signed 64-bit range): refused by the decoder itself, so no text a
-    client sends gets past it as anything but a 400 (operators.py `decode_cursor`)."""
+    client sends gets past it as anything but a 400 (cursors.py `decode_cursor`)."""
 
 
 class OffsetOutOfRange(RequestError):

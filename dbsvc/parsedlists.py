@@ -18,7 +18,7 @@ Every field is listed once in `_copied`; a field added to `Query` and not there 
 import (`_FIELDS`), and tests/app/test_parsed_page_queries.py holds each copy equal to
 `dataclasses.replace` with every field set.
 
-Imports errors, runtime, http's Request type, operators and admission.
+Imports errors, runtime, http's Request type, cursors and admission.
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from dataclasses import fields
 from typing import Any
 
 from dbsvc.admission import SecondAsk
+from dbsvc.cursors import NextLinks, link_prefix
 from dbsvc.errors import BadQuery
 from dbsvc.http.types import Request
-from dbsvc.operators import NextLinks, link_prefix
 from dbsvc.runtime import CompiledModel, Query, Record, parse_count
 
-_PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (operators.py `link_prefix`)
+_PAGE_PARAMS = ("offset", "cursor")  # the pairs a list's pages differ by (cursors.py `link_prefix`)
 _FIELDS = (
     "filters",
     "sort",
@@ -112,7 +112,7 @@ def with_offset(query: Query, offset: int) -> Query:
 
 class ParsedList:
     """One distinct list of one model: its parsed `Query`, and the maker of its next pages'
-    `Link` values (operators.py `NextLinks`), found on its first page that has a next one.
+    `Link` values (cursors.py `NextLinks`), found on its first page that has a next one.
 
     Found by one lookup per list request (`ParsedQueries.listing`), where the query and the
     `Link` maker were two lookups, each keyed by a tuple of the pairs made and hashed
@@ -181,7 +181,7 @@ class ParsedQueries:
 
     The `Link` makers are kept apart from the queries (`maker`), one per list whatever its
     page: keyed by the path and the pairs but `offset` and `cursor`, which the text before
-    the cursor leaves out (operators.py `link_prefix`) and the sort does not depend on. A
+    the cursor leaves out (cursors.py `link_prefix`) and the sort does not depend on. A
     client walking a list by its `Link`s asks a new target (a new cursor) on every page:
     the list is kept once without its cursor, each page decodes only its cursor
     (`at_page`; an `offset` page reads its offset alone) and finds the list's maker. At most `capacity` makers, the oldest

@@ -80,8 +80,9 @@ class Query:
     `ranges` (one `(field, low, low inclusive, high, high inclusive)` per @sort field, None
     unbounded, never matching a null), `nulls` ((field, must be null) pairs) and `cursor`
     ((sort keys, id) of the record a page starts after) are the operators of
-    dbsvc/operators.py. `expand` lists the `@ref` fields whose records a get or a list
-    embeds under `_expand`, each with the referenced model's projection (dbsvc/expand.py).
+    dbsvc/operators.py and the cursor of dbsvc/cursors.py. `expand` lists the `@ref`
+    fields whose records a get or a list embeds under `_expand`, each with the referenced
+    model's projection (dbsvc/expand.py).
     `search` holds the folded words of `search=` (dbsvc/textsearch.py), each a prefix of
     some word of every matching record's `@search` fields.
     """

@@ -63,7 +63,10 @@ ALLOWED: dict[str, frozenset[str]] = {
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
         "runtime": ("errors", "rules", "formats"),  # the helpers generated code calls
         "bodies": ("errors", "runtime"),  # the strict JSON decoder of request bodies, tokens and imported lines
-        "operators": ("errors",),  # issue 34: query operators' bounds and cursors, called by generated parsers
+        "operators": ("errors",),  # issue 34: query operators' bounds, called by generated parsers
+        # a list's `cursor` and next-page `Link`, called by generated parsers and parsedlists (a cursor
+        # carries its sort as operators' `sort_text`)
+        "cursors": ("errors", "operators"),
         "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers
         "logformat": (),  # the log line formats: escapes, redaction, text and JSON lines
         "logs": ("errors", "logformat"),  # RUST_LOG, the span log and its buffer
@@ -101,7 +104,7 @@ ALLOWED: dict[str, frozenset[str]] = {
         # issue 32: /metrics' request meters and text format; the read path's caches; /api/'s index
         "metrics": ("errors",),
         "readcache": ("errors", "runtime", "http", "admission"),
-        "parsedlists": ("errors", "runtime", "http", "operators", "admission"),
+        "parsedlists": ("errors", "runtime", "http", "cursors", "admission"),
         "index": ("routes", "runtime", "http"),
         # /health, /ready, /metrics, the index, the documents and /snapshot: a base of the app
         "operational": (
@@ -141,6 +144,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "expand",
             "batchops",
             "operators",
+            "cursors",
             "metrics",
             "parsedlists",
             "readcache",

@@ -8,6 +8,7 @@ Layout of the generated module, top to bottom::
     import dbsvc.rules as _dbsvc_rules
     import dbsvc.runtime as _dbsvc_rt
     import dbsvc.operators as _dbsvc_ops
+    import dbsvc.cursors as _dbsvc_cursors
     import dbsvc.textsearch as _dbsvc_words   (only when some model has `@search` fields)
     from dbsvc.errors import BadQuery, BadRequest, ConstraintViolation, Forbidden
     from dbsvc.runtime import CompiledModel, Query
@@ -72,7 +73,7 @@ from dbsvc.compiler.nodes import (
     subscript,
     tuple_,
 )
-from dbsvc.compiler.operators import OPS
+from dbsvc.compiler.operators import CURSORS, OPS
 from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
 from dbsvc.compiler.rules import RULES_ALIAS, build_replicate, build_rules, model_rules_arguments
 from dbsvc.compiler.search import WORDS, search_fields, uses_search
@@ -258,6 +259,7 @@ def build_tree(
         import_("dbsvc.rules", RULES_ALIAS),
         import_("dbsvc.runtime", RT),
         import_("dbsvc.operators", OPS),
+        import_("dbsvc.cursors", CURSORS),
         *([import_("dbsvc.textsearch", WORDS)] if uses_search(schema) else []),
         import_from("dbsvc.errors", ["BadQuery", "BadRequest", "ConstraintViolation", "Forbidden"]),
         import_from("dbsvc.runtime", ["CompiledModel", "Query"]),

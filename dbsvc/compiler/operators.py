@@ -14,7 +14,7 @@ The one place that knows which parameters a list accepts beyond the plain filter
   `operator_result`, `operator_refusal`): bounds are collected as (field, op, key) and become
   `Query.ranges` through `_dbsvc_ops.ranges`; `__null` is given once per field; `cursor` is
   decoded after the loop against the parsed sort (`decode_cursor_m(text, sort)`, generated
-  per model by `build_decode_cursor` over `_dbsvc_ops.decode_cursor`, and
+  per model by `build_decode_cursor` over `_dbsvc_cursors.decode_cursor`, and
   `CompiledModel.decode_cursor`) and is refused beside `offset`. A `__` name the branches did not take is refused by
   `_dbsvc_ops.operator_problem`, which says what the field does take.
 - Feeds (`/subscribe`, `/live-query`): the feed parser takes the same operator branches and
@@ -24,8 +24,8 @@ The one place that knows which parameters a list accepts beyond the plain filter
   nulls=())` that tests a record against `Query.ranges` and `Query.nulls`, what a feed runs
   on every event (realtime/feeds.py); storage serves the same conditions from its indexes.
 
-Generated code calls `dbsvc.operators` as `_dbsvc_ops`. Imports the schema IR, sibling
-helpers and the stdlib.
+Generated code calls `dbsvc.operators` as `_dbsvc_ops` and `dbsvc.cursors` as
+`_dbsvc_cursors`. Imports the schema IR, sibling helpers and the stdlib.
 """
 
 from __future__ import annotations
@@ -66,11 +66,12 @@ from dbsvc.compiler.nodes import (
 from dbsvc.schema.ir import Field, FieldType, Model, Schema
 
 OPS = "_dbsvc_ops"  # the generated module's `import dbsvc.operators as _dbsvc_ops`
+CURSORS = "_dbsvc_cursors"  # the generated module's `import dbsvc.cursors as _dbsvc_cursors`
 RANGE_OPS = ("gt", "gte", "lt", "lte")
 _BOUNDS, _NULLS, _CURSOR = "_dbsvc_bounds", "_dbsvc_nulls", "_dbsvc_cursor"
 _NAME, _VALUE = "_dbsvc_name", "_dbsvc_value"
 
-# The letter of a field's index key kind in a cursor (operators.decode_cursor).
+# The letter of a field's index key kind in a cursor (cursors.decode_cursor).
 _KINDS = {FieldType.INT: "i", FieldType.DATETIME: "i", FieldType.FLOAT: "f", FieldType.BOOL: "b"}
 
 
@@ -193,8 +194,8 @@ def operator_state(cursor: bool = True) -> dict[str, ast.expr]:
 def build_decode_cursor(schema: Schema, model: Model) -> Stmts:
     """`cursor_kinds_m = {field: kind, ...}` and `decode_cursor_m(text, sort)`: a cursor's
     text -> (sort keys, id) for a list of the model sorted by `sort`, or BadQuery
-    (`_dbsvc_ops.decode_cursor` with the model's key kinds). The kinds are a module constant
-    built once, so a cursor page builds no dict and `decode_cursor` knows its reader's kinds
+    (`_dbsvc_cursors.decode_cursor` with the model's key kinds). The kinds are a module
+    constant built once, so a cursor page builds no dict and `decode_cursor` knows its reader's kinds
     by identity, not by comparing dicts (bench/README.md, wt-tidy8, session 23).
     The list parser calls it after its loop; the app's parsed lists call it alone for a
     cursor page of a list already parsed (parsedlists.py `ParsedQueries`)."""
@@ -202,7 +203,7 @@ def build_decode_cursor(schema: Schema, model: Model) -> Stmts:
     kinds = dict_([(const(f.name), const(_KINDS.get(f.type, "s"))) for f in model.fields if f.sortable])
     id_kind = _KINDS.get(model.id_field.type, "s")
     decoded = call(
-        f"{OPS}.decode_cursor", name("text"), const(model.name), name("sort"), name(kinds_name), const(id_kind)
+        f"{CURSORS}.decode_cursor", name("text"), const(model.name), name("sort"), name(kinds_name), const(id_kind)
     )
     doc = (
         origin(schema, model.line, model.name)

@@ -1,7 +1,7 @@
 """List plans for queries with operators or a cursor: range scans, null tests, keyset seeks.
 
-A `Query` with `ranges`, `nulls` or a `cursor` (dbsvc/operators.py, docs/guide/queries.md)
-is planned here; query.py plans the others as before and hands these over. The order is
+A `Query` with `ranges`, `nulls` or a `cursor` (dbsvc/operators.py, dbsvc/cursors.py,
+docs/guide/queries.md) is planned here; query.py plans the others as before and hands these over. The order is
 query.py's: the sort keys in turn, nulls last ascending and first descending, ties on the
 id ascending; without `sort`, id order.
 

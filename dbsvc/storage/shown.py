@@ -24,7 +24,7 @@ the last is its stored bytes, picked from the live map and joined by the applica
 no cache lookup, no cut, no decode and no admission; the last is a `SentRecord`, its dict
 (its `Link` reads its sort keys: a copy of the dict `one` gives, kept or made and kept by its rule)
 carrying its JSON (`text`), or, for a list in id order (`keyed=False`: its `Link` reads
-the last record's id alone, operators.py `NextLinks`), holding only its id. Nothing of such
+the last record's id alone, cursors.py `NextLinks`), holding only its id. Nothing of such
 a page is kept: before session 27 a page's records were cut out of their stored arrays and
 kept as their JSON beside their dicts, with their pages, which the object form made moot
 (bench/README.md and docs/decisions.md, "A page's records held in their object form").

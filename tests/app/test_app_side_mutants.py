@@ -1,5 +1,5 @@
 """The app-side modules of issue 36 at their decisions (docs/mutation.md, session 8):
-operators.py `decode_cursor` (each refusal, word for word, and each key kind), expand.py's
+cursors.py `decode_cursor` (each refusal, word for word, and each key kind), expand.py's
 entries kept per tick (rule 6), config.py `SERVICE_LIST_CACHE_BYTES`, and storage/tenants.py's
 drop refused while a workers reader holds its lock.
 
@@ -22,9 +22,10 @@ import pytest
 
 from dbsvc.compiler import compile_schema
 from dbsvc.config import load_config
+from dbsvc.cursors import decode_cursor, encode_cursor
 from dbsvc.errors import BadQuery, ConfigError, TenantError, TenantLocked
 from dbsvc.expand import Expander
-from dbsvc.operators import decode_cursor, encode_cursor, operator_problem, ranges
+from dbsvc.operators import operator_problem, ranges
 from dbsvc.runtime import Query, json_bytes
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
@@ -544,7 +545,7 @@ def test_each_past_watermark_reads_the_parents_of_its_own_moment_and_the_current
     with_messages(go)
 
 
-# --- operators.py: ranges and encode_cursor's exact text ---------------------------------------
+# --- operators.py's ranges and cursors.py's encode_cursor's exact text ---------------------------
 
 
 def test_bounds_of_one_field_keep_the_tighter_and_an_equal_key_keeps_the_exclusive():

@@ -1,5 +1,5 @@
-"""Cursor texts accepted are kept decoded on their list's reader (operators.py
-`decode_cursor`, `_CursorReader.keep`; docs/decisions.md, "Cursor texts kept decoded per list"): a
+"""Cursor texts accepted are kept decoded on their list's reader (cursors.py
+`decode_cursor`, `CursorReader.keep`; docs/decisions.md, "Cursor texts kept decoded per list"): a
 client paging or polling sends the same texts again, and the second decode of one is a
 dict lookup. What is held here: the second answer is the first; a refusal is never kept
 and is refused in the same words again; a text over `KEPT_CURSOR` characters is not kept;
@@ -18,8 +18,7 @@ import json
 
 import pytest
 
-from dbsvc.errors import BadQuery, MalformedCursor
-from dbsvc.operators import (
+from dbsvc.cursors import (
     KEPT_ALL,
     KEPT_CURSOR,
     KEPT_CURSORS,
@@ -28,6 +27,7 @@ from dbsvc.operators import (
     forget_cursors,
     kept_cursors,
 )
+from dbsvc.errors import BadQuery, MalformedCursor
 from support.blog import BLOG
 
 KINDS = {"score": "f", "title": "s"}

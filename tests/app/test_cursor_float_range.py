@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from dbsvc.cursors import decode_cursor, decode_whole, encode_cursor
 from dbsvc.errors import BadQuery
-from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
 from support.app_calls import answer, fresh
 
 KINDS = {"score": "f", "title": "s"}
@@ -34,7 +34,7 @@ def test_a_float_key_past_the_floats_range_is_malformed_not_an_overflow():
     for keys in ([10**400], [-(10**400)]):
         text = text_of(["c1", "Post", "-score", keys, 7])
         assert refusal(decode_cursor, text).startswith(f"malformed cursor {text[:39] + chr(0x2026)!r}")
-        assert refusal(decode_cursor, text) == refusal(_decode_whole, text)
+        assert refusal(decode_cursor, text) == refusal(decode_whole, text)
     near = text_of(["c1", "Post", "-score", [10**300], 7])  # an int a float holds: its float
     assert decode_cursor(near, "Post", SCORE, KINDS, "i") == ((1e300,), 7)
 

@@ -1,12 +1,12 @@
-"""A cursor this service made is read after its head (operators.py `decode_cursor`: the
+"""A cursor this service made is read after its head (cursors.py `decode_cursor`: the
 decoded bytes checked to start with `_cursor_head(model, sort)`, only the keys and the id
-parsed): every text is accepted or refused exactly as the whole decode (`_decode_whole`,
+parsed): every text is accepted or refused exactly as the whole decode (`decode_whole`,
 the decode before that cut) accepts or refuses it, word for word.
 
 Two oracles: the same JSON value written compactly (the form of our cursors, whose head
 the reader finds) and with json.dumps' default spaces (never the head's bytes, so always
 decoded whole) must get the same answer; and texts made at random from our cursors (bytes
-changed, cut, added) are held to `_decode_whole` itself. Fixture-free, in process.
+changed, cut, added) are held to `decode_whole` itself. Fixture-free, in process.
 """
 
 from __future__ import annotations
@@ -17,9 +17,20 @@ import random
 
 import pytest
 
-from dbsvc import operators
+from dbsvc import cursors
+from dbsvc.cursors import (
+    READERS,
+    NextLinks,
+    decode_cursor,
+    decode_whole,
+    encode_cursor,
+    forget_readers,
+    kept_cursors,
+    kept_reader,
+    next_link,
+    readers_kept,
+)
 from dbsvc.errors import BadQuery
-from dbsvc.operators import NextLinks, _decode_whole, decode_cursor, encode_cursor, next_link
 
 KINDS = {"score": "f", "title": "s", "n": "i", "pinned": "b"}
 SCORE = (("score", True),)
@@ -31,7 +42,7 @@ def text_of(raw: bytes) -> str:
 
 
 def answer(decode, text: str, sort, id_kind: str = "i"):  # noqa: ANN001, ANN201
-    operators._READERS.clear()  # each answer from a reader made now (the mutation runner is one process)
+    forget_readers()  # each answer from a reader made now (the mutation runner is one process)
     try:
         return decode(text, "Post", sort, KINDS, id_kind)
     except BadQuery as exc:  # the message quotes the text: compared with it taken out
@@ -83,18 +94,18 @@ def test_a_compact_cursor_is_answered_as_the_same_value_with_spaces(value):
 )
 def test_a_cursor_of_ours_on_two_keys_decodes_as_the_whole_decode_does(keys, id_, id_kind):
     text = encode_cursor("Post", TWO, keys, id_)
-    assert answer(decode_cursor, text, TWO, id_kind) == answer(_decode_whole, text, TWO, id_kind)
-    assert answer(decode_cursor, text, SCORE, id_kind) == answer(_decode_whole, text, SCORE, id_kind)
+    assert answer(decode_cursor, text, TWO, id_kind) == answer(decode_whole, text, TWO, id_kind)
+    assert answer(decode_cursor, text, SCORE, id_kind) == answer(decode_whole, text, SCORE, id_kind)
 
 
 def test_the_keys_after_the_head_with_utf8_are_read_as_the_whole_decode_reads_them():
-    operators._READERS.clear()
+    forget_readers()
     raw = '["c1","Post","score,-title",[1.5,"été"],7]'.encode()
     text = text_of(raw)
     assert decode_cursor(text, "Post", TWO[:1] + (("title", True),), KINDS, "i") == ((1.5, "été"), 7)
     for tail in (b" ", b"\n", b"x", b",", b"]", b"\xff"):
         other = text_of(raw + tail)
-        assert answer(decode_cursor, other, TWO) == answer(_decode_whole, other, TWO)
+        assert answer(decode_cursor, other, TWO) == answer(decode_whole, other, TWO)
 
 
 def test_texts_made_at_random_from_our_cursors_get_the_whole_decodes_answer():
@@ -119,11 +130,11 @@ def test_texts_made_at_random_from_our_cursors_get_the_whole_decodes_answer():
                 del raw[at]
         text = text_of(bytes(raw))
         id_kind = rng.choice("isb")
-        assert answer(decode_cursor, text, sort, id_kind) == answer(_decode_whole, text, sort, id_kind), raw
+        assert answer(decode_cursor, text, sort, id_kind) == answer(decode_whole, text, sort, id_kind), raw
 
 
 def test_another_models_kinds_under_the_same_name_are_not_read_with_the_first_ones():
-    operators._READERS.clear()
+    forget_readers()
     text = encode_cursor("Post", SCORE, [2.5], 7)
     assert decode_cursor(text, "Post", SCORE, KINDS, "i") == ((2.5,), 7)
     with pytest.raises(BadQuery):  # the same list name, its score now a str key
@@ -145,24 +156,24 @@ OURS = [  # (sort, keys, id, id kind): every key kind, a null key, a str id; tex
 def test_a_cursor_of_ours_is_read_after_its_head_and_never_decoded_whole():
     """The cut itself (decisions.md, wt-rand2): each cursor this module makes is read by its
     list's reader, kept once, and the whole decode is never reached for it."""
-    whole = operators._decode_whole
-    operators._READERS.clear()
-    operators._decode_whole = None  # type: ignore[assignment]  # reached: a TypeError
+    forget_readers()
+    cursors.decode_whole = None  # type: ignore[assignment]  # reached: a TypeError
     try:
         for sort, keys, id_, kind in OURS:
             text = encode_cursor("Post", sort, keys, id_)
             first = decode_cursor(text, "Post", sort, KINDS, kind)
-            reader = operators._READERS[("Post", sort, kind)]
+            reader = kept_reader("Post", sort, kind)
+            assert reader is not None
             assert decode_cursor(text, "Post", sort, KINDS, kind) == first
-            assert operators._READERS[("Post", sort, kind)] is reader  # found, not made again
-            assert reader.read(text) == first == whole(text, "Post", sort, KINDS, kind)
+            assert kept_reader("Post", sort, kind) is reader  # found, not made again
+            assert reader.read(text) == first == decode_whole(text, "Post", sort, KINDS, kind)
     finally:
-        operators._decode_whole = whole
+        cursors.decode_whole = decode_whole
     assert any(set(encode_cursor("Post", s, k, i)) & set("-_") for s, k, i, _ in OURS)
 
 
 def test_a_cursor_of_ours_of_every_padding_and_the_longest_length_is_read_after_its_head():
-    operators._READERS.clear()
+    forget_readers()
     lengths = set()
     for size in range(0, 4200):
         text = encode_cursor("Post", (("title", False),), ["a" * size], 1)
@@ -171,17 +182,38 @@ def test_a_cursor_of_ours_of_every_padding_and_the_longest_length_is_read_after_
         if len(text) % 4 not in lengths or len(text) == 4096:
             lengths.add(len(text) % 4)
             decode_cursor(text, "Post", (("title", False),), KINDS, "i")
-            reader = operators._READERS[("Post", (("title", False),), "i")]
-            assert reader.read(text) == ((("a" * size),), 1), len(text)
+            reader = kept_reader("Post", (("title", False),), "i")
+            assert reader is not None and reader.read(text) == ((("a" * size),), 1), len(text)
     assert lengths == {0, 2, 3}
 
 
 def test_the_readers_kept_are_bounded():
-    operators._READERS.clear()
-    for n in range(operators.READERS + 5):
+    forget_readers()
+    for n in range(READERS + 5):
         text = encode_cursor(f"M{n}", SCORE, [1.0], 1)
         assert decode_cursor(text, f"M{n}", SCORE, KINDS, "i") == ((1.0,), 1)
-        assert len(operators._READERS) <= operators.READERS
+        assert readers_kept() <= READERS
+
+
+def test_the_readers_are_told_and_forgotten_through_the_modules_own_names():
+    """`kept_reader`, `readers_kept` and `forget_readers`, what the tests above ask in place
+    of the module's dict: none before a decode, one after it (the same for the same list,
+    another for another id kind), none again once forgotten, with the kept texts' count."""
+    forget_readers()
+    assert readers_kept() == 0 and kept_reader("Post", SCORE, "i") is None
+    text = encode_cursor("Post", SCORE, [2.5], 7)
+    decode_cursor(text, "Post", SCORE, KINDS, "i")
+    reader = kept_reader("Post", list(SCORE), "i")  # any sequence of the sort's pairs
+    assert reader is not None and readers_kept() == 1
+    assert reader.read(text) == ((2.5,), 7) and reader.numbers is not None
+    decode_cursor(text, "Post", SCORE, KINDS, "i")
+    assert readers_kept() == 1 and kept_reader("Post", SCORE, "i") is reader
+    assert kept_reader("Post", SCORE, "s") is None and kept_reader("Other", SCORE, "i") is None
+    decode_cursor(encode_cursor("Post", SCORE, [2.5], "x"), "Post", SCORE, KINDS, "s")
+    assert readers_kept() == 2 and kept_cursors("Post", SCORE, "i") == 1
+    forget_readers()
+    assert readers_kept() == 0 and kept_reader("Post", SCORE, "i") is None
+    assert kept_cursors("Post", SCORE, "i") == 0
 
 
 def test_a_links_head_encoded_once_gives_the_composed_link_for_many_records_and_model_names():
@@ -220,12 +252,13 @@ def test_the_kinds_object_a_reader_was_made_with_finds_it_without_a_comparison()
     """The generated `decode_cursor_m` passes one module constant per model
     (`cursor_kinds_m`), so a cursor page pays neither a dict build nor a dict comparison;
     an equal mapping that is another object is still compared and read by the same kinds."""
-    operators._READERS.clear()
+    forget_readers()
     kinds = _Uncomparable(KINDS)
     text = encode_cursor("Post", SCORE, [2.5], 7)
     assert decode_cursor(text, "Post", SCORE, kinds, "i") == ((2.5,), 7)
-    reader = operators._READERS[("Post", SCORE, "i")]
+    reader = kept_reader("Post", SCORE, "i")
+    assert reader is not None
     assert decode_cursor(text, "Post", SCORE, kinds, "i") == ((2.5,), 7)
-    assert operators._READERS[("Post", SCORE, "i")] is reader  # found, not made again
+    assert kept_reader("Post", SCORE, "i") is reader  # found, not made again
     assert decode_cursor(text, "Post", SCORE, dict(KINDS), "i") == ((2.5,), 7)
-    assert operators._READERS[("Post", SCORE, "i")] is reader  # equal kinds: the same reader
+    assert kept_reader("Post", SCORE, "i") is reader  # equal kinds: the same reader

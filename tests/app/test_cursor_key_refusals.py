@@ -5,7 +5,7 @@ as a string or a bool, a bool key written as 1. Both decodes, the reader of our 
 and the whole decode, are asked, and the blog application over a real store answers 400.
 Fixture-free in process (support/app_calls.py).
 
-Why: operators.py `_key`'s checks of a null, an int and a bool were never sent a wrong
+Why: cursors.py `_key`'s checks of a null, an int and a bool were never sent a wrong
 value; each made always true (`_key` 3, 8, 33, docs/mutation.md session 23) passed every
 earlier test."""
 
@@ -17,8 +17,8 @@ import tempfile
 
 import pytest
 
+from dbsvc.cursors import decode_cursor, decode_whole, encode_cursor
 from dbsvc.errors import BadQuery
-from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
 from support.app_calls import answer, fresh
 from support.storage import open_store
 
@@ -32,7 +32,7 @@ def text_of(value: list) -> str:
     return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
 
 
-@pytest.mark.parametrize("decode", [decode_cursor, _decode_whole], ids=["reader", "whole"])
+@pytest.mark.parametrize("decode", [decode_cursor, decode_whole], ids=["reader", "whole"])
 def test_a_cursor_with_a_null_id_is_malformed_and_a_null_key_is_a_place(decode):
     null_id = text_of(["c1", "Post", "-score", [2.5], None])
     with pytest.raises(BadQuery, match="^malformed cursor"):
@@ -42,7 +42,7 @@ def test_a_cursor_with_a_null_id_is_malformed_and_a_null_key_is_a_place(decode):
     assert decode(encode_cursor("Post", SCORE, [None], 7), "Post", SCORE, KINDS, "i") == ((None,), 7)
 
 
-@pytest.mark.parametrize("decode", [decode_cursor, _decode_whole], ids=["reader", "whole"])
+@pytest.mark.parametrize("decode", [decode_cursor, decode_whole], ids=["reader", "whole"])
 @pytest.mark.parametrize(
     ("sort", "sort_text", "key", "id_"),
     [

@@ -22,8 +22,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from dbsvc.cursors import MAX_CURSOR, decode_cursor, decode_whole, encode_cursor
 from dbsvc.errors import BadQuery, MalformedCursor
-from dbsvc.operators import MAX_CURSOR, _decode_whole, decode_cursor, encode_cursor
 
 KINDS = {"score": "f", "title": "s", "n": "i", "pinned": "b"}
 SORTS = [(), (("score", True),), (("n", False), ("title", True)), (("pinned", False),)]
@@ -98,7 +98,7 @@ def test_the_decoder_answers_or_refuses_every_text_with_a_bad_query(text, sort, 
     """Fails before session 23 on its first example (RecursionError) and its second (an id
     past int64 accepted)."""
     decoded_or_refused(decode_cursor, text, sort, id_kind)
-    decoded_or_refused(_decode_whole, text, sort, id_kind)
+    decoded_or_refused(decode_whole, text, sort, id_kind)
 
 
 @pytest.mark.parametrize(
@@ -115,7 +115,7 @@ def test_each_kind_found_is_a_malformed_cursor_from_both_decodes(text, sort):
     """The refusal is the typed one, in the same words from the decode after the head and
     from the whole decode."""
     words = []
-    for decode in (decode_cursor, _decode_whole):
+    for decode in (decode_cursor, decode_whole):
         with pytest.raises(MalformedCursor) as caught:
             decode(text, "Post", sort, KINDS, "i")
         words.append(str(caught.value))

@@ -1,7 +1,7 @@
 """A cursor whose keys are numbers and whose id is an int (a -score page, id order) is read
-from its number texts by one pattern (operators.py `_CursorReader.numbers`, `_numbers`),
+from its number texts by one pattern (cursors.py `CursorReader.numbers`, `_numbers`),
 without the JSON scanner: every text is accepted or refused exactly as the whole decode
-(`_decode_whole`) accepts or refuses it, to the same keys of the same types and signs
+(`decode_whole`) accepts or refuses it, to the same keys of the same types and signs
 (compared by `repr`, so -0.0 is not 0.0 and 3 is not 3.0), word for word.
 
 The texts are the numbers JSON allows and the ones it does not but Python's `float()` and
@@ -16,9 +16,9 @@ import random
 
 import pytest
 
-from dbsvc import operators
+from dbsvc import cursors
+from dbsvc.cursors import decode_cursor, decode_whole, encode_cursor, forget_readers, kept_reader
 from dbsvc.errors import BadQuery
-from dbsvc.operators import _decode_whole, decode_cursor, encode_cursor
 
 KINDS = {"score": "f", "n": "i", "title": "s"}
 SCORE = (("score", True),)
@@ -88,7 +88,7 @@ def text_of(raw: str) -> str:
 
 def shown(decode, text: str, sort) -> str:  # noqa: ANN001
     """The answer as `repr` (types and signs), or the refusal with the text taken out."""
-    operators._READERS.clear()  # a reader made now (the mutation runner is one process)
+    forget_readers()  # a reader made now (the mutation runner is one process)
     try:
         return repr(decode(text, "Post", sort, KINDS, "i"))
     except BadQuery as exc:
@@ -99,7 +99,7 @@ def shown(decode, text: str, sort) -> str:  # noqa: ANN001
 @pytest.mark.parametrize("number", NUMBERS, ids=[repr(n) for n in NUMBERS])
 def test_a_float_keys_text_is_read_as_the_whole_decode_reads_it(number):
     text = text_of(f'["c1","Post","-score",[{number}],7]')
-    assert shown(decode_cursor, text, SCORE) == shown(_decode_whole, text, SCORE)
+    assert shown(decode_cursor, text, SCORE) == shown(decode_whole, text, SCORE)
 
 
 @pytest.mark.parametrize("number", NUMBERS, ids=[repr(n) for n in NUMBERS])
@@ -107,7 +107,7 @@ def test_an_ids_text_is_read_as_the_whole_decode_reads_it(number):
     for raw in (f'["c1","Post","-score",[2.5],{number}]', f'["c1","Post","",[],{number}]'):
         for sort in (SCORE, ()):
             text = text_of(raw)
-            assert shown(decode_cursor, text, sort) == shown(_decode_whole, text, sort)
+            assert shown(decode_cursor, text, sort) == shown(decode_whole, text, sort)
 
 
 @pytest.mark.parametrize("number", NUMBERS, ids=[repr(n) for n in NUMBERS])
@@ -118,12 +118,12 @@ def test_an_int_keys_text_and_two_number_keys_are_read_as_the_whole_decode_reads
         (f'["c1","Post","-score,n",[1.5,{number}],7]', BOTH),
     ):
         text = text_of(raw)
-        assert shown(decode_cursor, text, sort) == shown(_decode_whole, text, sort)
+        assert shown(decode_cursor, text, sort) == shown(decode_whole, text, sort)
 
 
 def test_the_reads_of_the_sign_and_the_type_are_the_scanners():
     """The cases a wrong cut gets wrong while `==` holds: -0.0 against 0.0, 3.0 against 3."""
-    operators._READERS.clear()
+    forget_readers()
     keys, id_ = decode_cursor(text_of('["c1","Post","-score",[-0.0],-0]'), "Post", SCORE, KINDS, "i")
     assert repr(keys) == "(-0.0,)" and repr(id_) == "0"
     keys, _id = decode_cursor(text_of('["c1","Post","-score",[-0],7]'), "Post", SCORE, KINDS, "i")
@@ -138,27 +138,29 @@ def test_every_cursor_we_write_for_number_keys_and_an_int_id_is_read_by_the_patt
     to the keys and id it was made of, the JSON scanner never reached. Fails before the cut
     (no pattern); a pattern that missed, say, an exponent or a negative id fails it too."""
     rng = random.Random(25)
-    scan = operators._SCAN
-    operators._SCAN = None  # type: ignore[assignment]  # reached: a TypeError
+    scan = cursors.SCAN
+    cursors.SCAN = None  # type: ignore[assignment]  # reached: a TypeError
     try:
         for _ in range(2000):
             score = rng.choice([rng.uniform(-100, 100), rng.uniform(-1e300, 1e300), 1e16, -0.0, 5e-324, 0.0])
             n = rng.randint(-(2**63), 2**63 - 1)
             id_ = rng.choice([rng.randint(-(2**63), 2**63 - 1), rng.randint(0, 10**6)])
             for sort, keys in ((SCORE, [score]), (N, [n]), (BOTH, [score, n]), ((), [])):
-                operators._READERS.clear()
+                forget_readers()
                 text = encode_cursor("Post", sort, keys, id_)
                 got_keys, got_id = decode_cursor(text, "Post", sort, KINDS, "i")
                 assert repr((got_keys, got_id)) == repr((tuple(keys), id_)), text
     finally:
-        operators._SCAN = scan
+        cursors.SCAN = scan
 
 
 def test_a_list_with_a_str_key_or_a_str_id_has_no_pattern():
-    operators._READERS.clear()
+    forget_readers()
     text = encode_cursor("Post", (("title", False),), ["a"], 7)
     assert decode_cursor(text, "Post", (("title", False),), KINDS, "i") == (("a",), 7)
-    assert operators._READERS[("Post", (("title", False),), "i")].numbers is None
+    reader = kept_reader("Post", (("title", False),), "i")
+    assert reader is not None and reader.numbers is None
     text = encode_cursor("Post", SCORE, [1.5], "x")
     assert decode_cursor(text, "Post", SCORE, KINDS, "s") == ((1.5,), "x")
-    assert operators._READERS[("Post", SCORE, "s")].numbers is None
+    reader = kept_reader("Post", SCORE, "s")
+    assert reader is not None and reader.numbers is None

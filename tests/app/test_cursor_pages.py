@@ -12,10 +12,10 @@ from dataclasses import fields, replace
 
 import pytest
 
+from dbsvc.cursors import encode_cursor, link_prefix, next_link
 from dbsvc.errors import BadQuery
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.operators import encode_cursor, link_prefix, next_link
 from dbsvc.parsedlists import ParsedQueries, with_cursor, with_offset
 from dbsvc.runtime import MAX_FILTER_VALUES, Query
 from support.blog import BLOG

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 from urllib.parse import parse_qsl, urlsplit
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 
 
 def users(blog, tag: str, n: int) -> list[int]:

@@ -17,8 +17,8 @@ import random
 import pytest
 
 from dbsvc.app import Application
+from dbsvc.cursors import encode_cursor
 from dbsvc.errors import NotFound
-from dbsvc.operators import encode_cursor
 from dbsvc.readcache import EncodedRecords
 from dbsvc.realtime.broker import Broker
 from dbsvc.runtime import json_bytes

@@ -1,5 +1,5 @@
 """A next page's `Link` cursor is the very text the maker before session 24 wrote
-(operators.py `NextLinks.after`, its keys and id now written by one bytes `%`): clients hold
+(cursors.py `NextLinks.after`, its keys and id now written by one bytes `%`): clients hold
 cursors across a deploy, and a cursor is also a key of the kept pages (readcache.py), so not
 one byte may move. Every key kind the maker writes on a path of its own (id order, an int or
 datetime key, a finite float, a str, a null) and on the text made key by key (a bool, two
@@ -25,7 +25,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from dbsvc.compiler import compile_schema
-from dbsvc.operators import NextLinks, link_prefix, sort_text
+from dbsvc.cursors import NextLinks, link_prefix
+from dbsvc.operators import sort_text
 from dbsvc.schema import parse_schema
 
 SCHEMA = """
@@ -53,7 +54,7 @@ def sort_of(text: str) -> tuple[tuple[str, bool], ...]:
 
 
 def dumped(model, sort, record) -> str:  # noqa: ANN001 (a CompiledModel)
-    """The cursor as json.dumps writes it: the oracle, independent of operators.py."""
+    """The cursor as json.dumps writes it: the oracle, independent of cursors.py."""
     keys = [model.keys[f](record[f]) for f, _desc in sort]
     value = ["c1", model.name, sort_text(sort), keys, record[model.id_field]]
     return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")

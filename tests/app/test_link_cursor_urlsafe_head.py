@@ -1,4 +1,4 @@
-"""A next page's `Link` cursor is base64url in its head too (operators.py `NextLinks.__init__`:
+"""A next page's `Link` cursor is base64url in its head too (cursors.py `NextLinks.__init__`:
 the head's whole base64 groups are encoded once, then made URL-safe), so a cursor never holds
 `+` or `/`, which a query string would read as a space or leave for a path.
 
@@ -20,7 +20,8 @@ import json
 import pytest
 
 from dbsvc.compiler import compile_schema
-from dbsvc.operators import NextLinks, encode_cursor, link_prefix, next_link, sort_text
+from dbsvc.cursors import NextLinks, encode_cursor, link_prefix, next_link
+from dbsvc.operators import sort_text
 from dbsvc.schema import parse_schema
 
 SCHEMA = """

@@ -13,7 +13,8 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dbsvc.operators import CURSOR_VERSION, decode_cursor, encode_cursor, sort_text
+from dbsvc.cursors import CURSOR_VERSION, decode_cursor, encode_cursor
+from dbsvc.operators import sort_text
 from dbsvc.readcache import EncodedRecords
 from support.blog import BLOG
 

@@ -16,9 +16,9 @@ Fixture-free, in process."""
 from __future__ import annotations
 
 from dbsvc.compiler import compile_schema
+from dbsvc.cursors import encode_cursor, link_prefix, next_link
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.operators import encode_cursor, link_prefix, next_link
 from dbsvc.parsedlists import ParsedQueries
 from dbsvc.readcache import EncodedRecords
 from dbsvc.schema import parse_schema

@@ -1,6 +1,6 @@
 """A page of 20 made afresh costs less (issue 36 item 2, bench/README.md "A page of 20 made
 afresh") and says what it said: the next page's `Link`, made once per distinct list
-(operators.py `NextLinks`, kept with the parsed query by readcache.py `ParsedList`), is the very text
+(cursors.py `NextLinks`, kept with the parsed query by readcache.py `ParsedList`), is the very text
 of the cursor and prefix it was composed of before, for every sort the blog schema allows and
 any record; over a real server with no kept answers (`SERVICE_LIST_CACHE_BYTES=0`), a walk by
 `Link` headers reads each header byte for byte and every record once, in order.
@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dbsvc.cursors import NextLinks, encode_cursor, link_prefix, next_link
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.operators import NextLinks, encode_cursor, link_prefix, next_link
 from dbsvc.parsedlists import ParsedQueries
 from support.blog import BLOG
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import json
 
+from dbsvc.cursors import encode_cursor
 from dbsvc.http.message import split_target
 from dbsvc.http.types import Request
-from dbsvc.operators import encode_cursor
 from dbsvc.parsedlists import ParsedQueries
 from dbsvc.readcache import PresentPages
 from support.app_calls import answer, fresh

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from urllib.parse import parse_qsl, urlsplit
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 
 POSTS, AUTHORS, PAGE = 1300, 5, 20
 SCORE = (("score", True),)

@@ -50,8 +50,8 @@ from dbsvc.compiler.queries import build_queries, key_function, keyed_fields
 from dbsvc.compiler.rules import build_replicate, build_rules
 from dbsvc.compiler.search import search_params, uses_search
 from dbsvc.compiler.validators import build_validators
+from dbsvc.cursors import encode_cursor
 from dbsvc.errors import BadQuery, BadRequest
-from dbsvc.operators import encode_cursor
 from dbsvc.schema import parse_schema
 from support.mutation import shared
 

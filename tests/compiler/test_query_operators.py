@@ -13,8 +13,9 @@ import json
 import pytest
 
 from dbsvc.compiler import generate_source
+from dbsvc.cursors import decode_cursor, encode_cursor, link_prefix, next_link
 from dbsvc.errors import BadQuery
-from dbsvc.operators import decode_cursor, encode_cursor, link_prefix, next_link, prefix_end, ranges
+from dbsvc.operators import prefix_end, ranges
 from dbsvc.schema import SchemaErrors, parse_schema
 from support.mutation import shared
 

@@ -22,7 +22,7 @@ import bisect
 import random
 from dataclasses import replace
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from support.query_oracle import ITEM, fill, filled_store
 
 ITEMS = 1300

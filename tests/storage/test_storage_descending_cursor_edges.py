@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from contextlib import contextmanager
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from support.query_oracle import ITEM, filled_store
 
 SORT = (("f", True),)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from support.query_oracle import ITEM, fill, filled_store
 
 ITEMS, PAGE = 2600, 20

@@ -352,7 +352,7 @@ def test_a_span_read_either_way_is_the_entries_between_its_ends(typecode):
 
 
 def test_a_gather_in_id_order_on_both_sides_of_sorted_at_agrees_with_sqlite():
-    from dbsvc.operators import encode_cursor
+    from dbsvc.cursors import encode_cursor
     from dbsvc.storage.seek import SORTED_AT
     from support.query_oracle import ITEM, filled_store
 
@@ -380,7 +380,7 @@ def test_the_first_ids_after_a_cursor_reach_the_very_last_id():
     # among them, none other past 749), the page after id 749: the first round's top is
     # 749 + 50 * 1,000 // 200 + 1 = 1,000, the last id, which it must reach (one short, it
     # stops at 999 without the match)
-    from dbsvc.operators import encode_cursor
+    from dbsvc.cursors import encode_cursor
     from support.query_oracle import ITEM, filled_store
 
     rng = random.Random(37)

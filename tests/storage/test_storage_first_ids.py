@@ -17,7 +17,7 @@ import random
 import tempfile
 
 from dbsvc.compiler import compile_schema
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.indexes import OrderedIndex

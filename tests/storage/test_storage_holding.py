@@ -16,7 +16,7 @@ import random
 
 import pytest
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from dbsvc.storage import Store
 from dbsvc.storage.hashes import HashIndex, IdBits, OrderedFilter, UniqueFilter
 from dbsvc.storage.indexes import OrderedIndex

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dbsvc.cursors import encode_cursor
 from dbsvc.errors import UniqueViolation
-from dbsvc.operators import encode_cursor
 from dbsvc.storage import rows
 from dbsvc.storage.keycolumns import STEP, KeyColumn
 from dbsvc.storage.tenants import compact_tenant

@@ -16,7 +16,7 @@ import asyncio
 
 import pytest
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from dbsvc.storage import hashes
 from support.query_oracle import ITEM, body, filled_store
 

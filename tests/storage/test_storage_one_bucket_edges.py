@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from support.query_oracle import ITEM, filled_store
 
 

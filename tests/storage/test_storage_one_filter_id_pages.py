@@ -27,7 +27,7 @@ from dataclasses import replace
 import pytest
 
 from dbsvc.compiler import compile_schema
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from dbsvc.schema import parse_schema
 from dbsvc.storage import Store
 from dbsvc.storage.tenants import create_tenant

@@ -14,7 +14,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from dbsvc.storage import query as plans
 from dbsvc.storage.rows import pack
 from dbsvc.storage.searches import CHEAP_KEPT, KEEP_AT, KEPT_SEARCHES

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dbsvc.operators import encode_cursor
+from dbsvc.cursors import encode_cursor
 from dbsvc.storage import Store
 from support.query_oracle import ITEM, fill, filled_store, queries, records
 
