@@ -250,13 +250,10 @@ class Table:
 
     def sort_columns(self, sort: tuple[tuple[str, bool], ...]) -> tuple[Any, ...]:
         """The key column (keycolumns.py) of each field of `sort`, in its order: where a
-        page's `Link` reads its last record's sort keys without the record; () when a field
-        has no ordered index."""
+        page's `Link` reads its last record's sort keys without the record. Every field a
+        query sorts by is @sort, so it has an ordered index and its column."""
         ordered = self.ordered
-        try:
-            return tuple([ordered[field].column for field, _desc in sort])
-        except KeyError:
-            return ()
+        return tuple([ordered[field].column for field, _desc in sort])
 
     def prime(self, id_: Any, stored: Stored, record: dict) -> None:
         """`record` is the dict of `stored` (a write hands the record it was given back)."""

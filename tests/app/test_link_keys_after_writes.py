@@ -4,7 +4,7 @@ move with every write, so after updates of the sort fields (the last record of a
 them), deletes and new records, each `Link` is still json.dumps' text of the keys the page's
 last record shows, and a walk by the `Link`s still reaches every record once in the sort's
 order. On a real server, every sort key kind the columns hold (a float and an int in arrays,
-a datetime's microseconds, a str, a bool, nulls)."""
+a datetime's microseconds, a str, a bool, nulls, the id itself when it is @sort)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dbsvc.schema import parse_schema
 
 SCHEMA = """
 model Item {
-  id    int       @id
+  id    int       @id @sort
   n     int       @sort
   score float?    @sort
   title str?      @sort
@@ -29,7 +29,7 @@ model Item {
 }
 """
 ITEM = compile_schema(parse_schema(SCHEMA, "items.dbs")).BY_NAME["Item"]
-SORTS = ["-score", "score", "n", "-title", "at", "-at", "done", "-score,title", "-n,-at,done"]
+SORTS = ["-score", "score", "n", "-title", "at", "-at", "done", "-score,title", "-n,-at,done", "-id", "done,-id"]
 END = '>; rel="next"'
 
 
