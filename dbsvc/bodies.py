@@ -72,7 +72,9 @@ def _each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
 # Public for `dbsvc import`, which scans its lines with the same hooks, and for the token
 # guard, which decodes a token's header and claims with it.
-BODY_DECODER = json.JSONDecoder(parse_constant=refuse_constant, parse_float=finite_float, object_pairs_hook=_each_name_once)
+BODY_DECODER = json.JSONDecoder(
+    parse_constant=refuse_constant, parse_float=finite_float, object_pairs_hook=_each_name_once
+)
 
 
 # The C scanner without hooks (`_flat_object`): json.JSONDecoder's defaults.

@@ -65,8 +65,15 @@ ALLOWED: dict[str, frozenset[str]] = {
         "schema": ("errors", "formats"),  # source text -> IR
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
         "runtime": ("errors", "rules", "formats"),  # the helpers generated code calls
-        "bodies": ("errors", "runtime", "strictjson"),  # the strict JSON decoder of request bodies, tokens and imported lines
-        "operators": ("errors", "strictjson"),  # issue 34: query operators' bounds and cursors, called by generated parsers
+        "bodies": (
+            "errors",
+            "runtime",
+            "strictjson",
+        ),  # the strict JSON decoder of request bodies, tokens and imported lines
+        "operators": (
+            "errors",
+            "strictjson",
+        ),  # issue 34: query operators' bounds and cursors, called by generated parsers
         "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers
         "logformat": (),  # the log line formats: escapes, redaction, text and JSON lines
         "logs": ("errors", "logformat"),  # RUST_LOG, the span log and its buffer
