@@ -61,7 +61,7 @@ from typing import Any
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.rows import Stored
 from dbsvc.storage.snapshot import ROW_END, ModelImage, SnapshotImage, key_positions
-from dbsvc.strictjson import STRICT_DECODER, STRICT_SCAN
+from dbsvc.strictjson import STRICT_DECODER, STRICT_SCAN, strict_loads
 
 _VALUE, _END = itemgetter(0), itemgetter(1)
 
@@ -250,7 +250,7 @@ def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
                     path,
                     line.position,
                     f"model {part.name!r}: row {i + 1} of a block is not "
-                    f"one row of {width} fields matching its keys line",
+                    f"one row of {width} fields matching its keys line{_not_json(texts[i])}",
                 )
         yield texts, dict(zip(keys, columns))
 
@@ -305,6 +305,16 @@ def _sample_fits(
     if fields is not None:
         row = list(row.values()) if type(row) is dict and list(row) == fields else None
     return type(row) is list and len(row) == width and all(row[p] == column[i] for p, column in zip(positions, columns))
+
+
+def _not_json(text: bytes) -> str:
+    """Why a sampled row that does not fit is not JSON, as a message's tail (a number the
+    strict decoder refuses is named), or "" when it is JSON."""
+    try:
+        strict_loads(text)
+    except ValueError as exc:
+        return f" ({exc})"
+    return ""
 
 
 def _bracketed(line: RowsLine) -> bool:
