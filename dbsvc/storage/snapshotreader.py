@@ -49,6 +49,7 @@ here. Imports snapshot.py (the format's constants and images), rows.py and error
 
 from __future__ import annotations
 
+import json
 import mmap
 import zlib
 from array import array
@@ -70,6 +71,9 @@ Data = bytes | mmap.mmap  # a snapshot's bytes: read, or mapped by a writer's op
 READS = (1, 2, 3, 4)  # the formats the reader takes
 
 WINDOW = 1 << 19  # bytes of a format-1 model line the rows reader parses at a time
+# The scanner of a row's text: the strict one (module docstring, "Strict JSON"), looked up
+# here at each call (tests count the rows an open scans through this name).
+SCAN = STRICT_SCAN
 SAMPLE_EVERY = 64  # the keys reader scans this block's every SAMPLE_EVERY-th row (and its last)
 
 
@@ -308,11 +312,16 @@ def _sample_fits(
 
 
 def _not_json(text: bytes) -> str:
-    """Why a sampled row that does not fit is not JSON, as a message's tail (a number the
-    strict decoder refuses is named), or "" when it is JSON."""
+    """A message's tail naming the number the strict decoder refuses in a sampled row that
+    does not fit (`NaN`, `1e400`: JSON to json.loads, not to dbsvc), or "" for any other
+    row that does not fit (the message says enough)."""
     try:
         strict_loads(text)
     except ValueError as exc:
+        try:
+            json.loads(text)
+        except ValueError:
+            return ""  # not JSON to anyone
         return f" ({exc})"
     return ""
 
@@ -392,7 +401,7 @@ def _one_row_each(texts: list[bytes]) -> list | None:
         strs = list(map(bytes.decode, texts, repeat("utf-8"), repeat("surrogatepass")))
         # The scanner raises StopIteration where no value starts, which ends the map
         # early: the lengths below then differ.
-        found = list(map(STRICT_SCAN, strs, repeat(0)))
+        found = list(map(SCAN, strs, repeat(0)))
     except ValueError:  # not UTF-8, or not JSON
         return None
     if list(map(len, strs)) != list(map(_END, found)):
