@@ -29,7 +29,8 @@ from json.scanner import make_scanner
 from typing import Any
 
 from dbsvc.errors import BadRequest, ConstraintViolation
-from dbsvc.runtime import SHOW_LIMIT, SURROGATE_RE, show
+from dbsvc.runtime import SURROGATE_RE, show
+from dbsvc.strictjson import NonFinite, finite_float, refuse_constant
 
 MAX_DEPTH = 64  # nesting of arrays and objects in a body, the body itself counted
 # The refusal of a body nested deeper than MAX_DEPTH, whichever check finds it: the decoder's
@@ -47,21 +48,8 @@ _ESCAPED_SURROGATE_RE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class _Unacceptable(ValueError):
-    """JSON that parses, but that dbsvc refuses to store: a number a double cannot hold
-    (decoded it would be an infinity), or an object that names one member twice."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (RFC 8259 §6: numbers are finite)")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value - value != 0.0:  # inf - inf is nan; a finite value gives 0.0
-        raise _Unacceptable(
-            f"the number {text[:SHOW_LIMIT]} is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)"
-        )
-    return value
+    """JSON that parses, but that dbsvc refuses to store: an object that names one member
+    twice. (A number a double cannot hold is strictjson.py's `NonFinite`.)"""
 
 
 def _each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -84,7 +72,9 @@ def _each_name_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # One decoder for every body: json.loads with an argument builds a new JSONDecoder per call.
 # Public for `dbsvc import`, which scans its lines with the same hooks, and for the token
 # guard, which decodes a token's header and claims with it.
-BODY_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite, object_pairs_hook=_each_name_once)
+BODY_DECODER = json.JSONDecoder(
+    parse_constant=refuse_constant, parse_float=finite_float, object_pairs_hook=_each_name_once
+)
 
 
 # The C scanner without hooks (`_flat_object`): json.JSONDecoder's defaults.
@@ -149,7 +139,7 @@ def decode_body_strictly(text: str) -> Any:
     body: the reference the flat case is held to (tests/test_bodies.py)."""
     try:
         value = BODY_DECODER.decode(text)
-    except _Unacceptable as exc:
+    except (_Unacceptable, NonFinite) as exc:
         raise BadRequest(f"request body is not acceptable JSON: {exc}") from exc
     except RecursionError as exc:
         raise BadRequest(TOO_DEEP) from exc

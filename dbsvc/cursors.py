@@ -42,6 +42,7 @@ from urllib.parse import quote, urlencode
 
 from dbsvc.errors import BadQuery, MalformedCursor
 from dbsvc.operators import sort_text
+from dbsvc.strictjson import refuse_constant
 
 CURSOR_VERSION = "c1"
 MAX_CURSOR = 4096  # characters of a cursor parameter: a page's keys, never more
@@ -481,13 +482,12 @@ def _malformed(text: str) -> MalformedCursor:
     )
 
 
-def _refuse(name: str) -> Any:
-    raise ValueError(name)
-
-
-# `json.loads(text, parse_constant=_refuse)` made a decoder on every call (a cursor page
-# decodes its cursor on every request); this is that decoder, made once
-_CURSOR_JSON = json.JSONDecoder(parse_constant=_refuse)
+# `json.loads(text, parse_constant=...)` made a decoder on every call (a cursor page
+# decodes its cursor on every request); this is that decoder, made once. NaN and Infinity
+# are refused by the decoder; a float key past the doubles (`1e400`, read as inf) by `_key`
+# (no parse_float: a cursor's float keys are checked there anyway, and a call a float
+# would cost every -score page)
+_CURSOR_JSON = json.JSONDecoder(parse_constant=refuse_constant)
 _FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")  # base64url -> base64 (RFC 4648 §5)
 # its C scanner, called directly (storage/rows.py `SCAN`): (value, index after it); an
 # attribute the decoder sets on itself, which the type stubs do not list. A module global

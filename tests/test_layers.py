@@ -59,14 +59,17 @@ ALLOWED: dict[str, frozenset[str]] = {
         "notify": (),  # systemd's READY=1 / STOPPING=1
         # the datetime, date and uuid types' one parser each: the schema's literals and the runtime's requests
         "formats": (),
+        # the strict JSON decoder (no NaN, no Infinity, no number past the doubles) of every
+        # reader of JSON from outside the process: bodies, tokens, frames, snapshots, files
+        "strictjson": (),
         "schema": ("errors", "formats"),  # source text -> IR
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
         "runtime": ("errors", "rules", "formats"),  # the helpers generated code calls
-        "bodies": ("errors", "runtime"),  # the strict JSON decoder of request bodies, tokens and imported lines
+        "bodies": ("errors", "runtime", "strictjson"),  # the strict JSON decoder of request bodies, tokens and imported lines
         "operators": ("errors",),  # issue 34: query operators' bounds, called by generated parsers
         # a list's `cursor` and next-page `Link`, called by generated parsers and parsedlists (a cursor
-        # carries its sort as operators' `sort_text`)
-        "cursors": ("errors", "operators"),
+        # carries its sort as operators' `sort_text`); its JSON refuses NaN and Infinity (strictjson)
+        "cursors": ("errors", "operators", "strictjson"),
         "textsearch": ("errors",),  # issue 34: text search's tokenizer, for storage's index and generated matchers
         "logformat": (),  # the log line formats: escapes, redaction, text and JSON lines
         "logs": ("errors", "logformat"),  # RUST_LOG, the span log and its buffer
@@ -87,13 +90,13 @@ ALLOWED: dict[str, frozenset[str]] = {
         "interfaces": ("rules", "runtime"),  # the Protocols at the app's boundaries
         # the three layers over runtime, which know nothing of each other
         # operators: the range a `__prefix` is (`prefix_end`), which bucketplan.py recognises
-        "storage": ("errors", "rules", "runtime", "schema", "textsearch", "operators", "admission"),
+        "storage": ("errors", "rules", "runtime", "schema", "textsearch", "operators", "admission", "strictjson"),
         "http": ("errors", "routes", "logs"),
         "auth": ("errors", "runtime", "bodies", "schema", "deps", "interfaces"),
         # what is built on them
         "explorer": ("errors", "routes", "http"),
         "realtime": ("errors", "rules", "runtime", "interfaces", "storage", "http", "auth"),
-        "replica": ("errors", "storage", "http"),
+        "replica": ("errors", "storage", "http", "strictjson"),
         # access rules on the REST routes (issue 31): what a compiled rule's answer means for a
         # request (404, 403, a list's narrowed query); the app asks it, nothing below does
         "access": ("errors", "rules", "runtime"),
@@ -161,7 +164,7 @@ ALLOWED: dict[str, frozenset[str]] = {
             "realtime",
             "replica",
         ),
-        "datatools": ("errors", "launch", "runtime", "bodies", "storage", "config"),
+        "datatools": ("errors", "launch", "runtime", "bodies", "storage", "config", "strictjson"),
         # issue 36 item 5: what a worker of `serve --workers N` adds (private port, forwarding)
         "workers": ("errors", "routes", "runtime", "interfaces", "http", "realtime", "replica"),
         "service": (

@@ -73,6 +73,7 @@ from dbsvc.storage.history import History, decode_history, encode_history, new_h
 from dbsvc.storage.logfile import HEADER_SIZE, LogScan, decode_header
 from dbsvc.storage.snapshotreader import snapshot_lines
 from dbsvc.storage.tenants import tenant_dir
+from dbsvc.strictjson import strict_loads
 
 FORMAT = 1
 KIND = "dbsvc-backup"
@@ -131,7 +132,7 @@ def snapshot_header(path: str, data: bytes) -> dict[str, Any]:
     if f"{zlib.crc32(body):08x}".encode("ascii") != data[:8]:
         raise CorruptLog(path, 0, "snapshot header checksum mismatch")
     try:
-        header = json.loads(body)
+        header = strict_loads(body)  # no NaN, no 1e400 (dbsvc/strictjson.py)
     except ValueError as exc:
         raise CorruptLog(path, 0, f"snapshot header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -261,7 +262,7 @@ def read_manifest(src: str) -> dict[str, Any]:
     path = os.path.join(src, MANIFEST)
     try:
         with open(path, "rb") as f:
-            manifest = json.loads(f.read())
+            manifest = strict_loads(f.read())  # no NaN, no 1e400 (dbsvc/strictjson.py)
     except FileNotFoundError:
         raise BadBackup(f"{src!r} is not a complete backup: {MANIFEST} is missing") from None
     except ValueError as exc:

@@ -10,7 +10,9 @@ Rules:
 1. Every message is checked before anything of it is kept (`check_frame`): binary, a
    whole header, an offset exactly one past the last one kept (the first: `after + 1`),
    a length equal to the rest of the message, a matching CRC, a JSON payload that is an
-   insert/update/delete event whose `offset` is the frame's. A bad message ends the run
+   insert/update/delete event whose `offset` is the frame's. JSON here is strict JSON
+   (dbsvc/strictjson.py): `NaN`, `Infinity` and a number past the doubles (`1e400`, which
+   json.loads reads as inf) are not JSON, as no server writes them. A bad message ends the run
    with status 1 and a message naming its offset and the fault; the frames before it stay.
    A payload over the log's limit (logfile.MAX_PAYLOAD; a follower's store may have a
    smaller `max_payload`) is `record too large`, never written: FILE, like a log, could
@@ -72,7 +74,6 @@ it as it judges the log. Nothing of the server (app, realtime, Store), no asynci
 from __future__ import annotations
 
 import http.client
-import json
 import random
 import signal
 import sys
@@ -87,6 +88,7 @@ from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.sinks import ReplicaFile, StdoutSink
 from dbsvc.storage.history import History, history_from_json
 from dbsvc.storage.logfile import MAX_FRAME, MAX_PAYLOAD, frame_error, frame_header, frame_offset, frame_payload
+from dbsvc.strictjson import strict_loads
 
 KINDS = frozenset({"insert", "update", "delete"})
 SYNC_INTERVAL = 1.0  # rule 2
@@ -162,8 +164,8 @@ def check_frame(message: bytes | str, expected: int, max_payload: int = MAX_PAYL
     most `max_payload` bytes (a log's limit; a follower passes its store's); else FrameError."""
     frame = check_frame_bytes(message, expected, max_payload)
     try:
-        event = json.loads(bytes(frame_payload(frame)))
-    except ValueError as exc:  # UnicodeDecodeError included
+        event = strict_loads(bytes(frame_payload(frame)))
+    except ValueError as exc:  # UnicodeDecodeError and a non-finite number included
         raise FrameError(expected, f"payload is not JSON ({exc})") from exc
     if not isinstance(event, dict):
         raise FrameError(expected, f"payload is a JSON {type(event).__name__}, expected an event object")
@@ -274,7 +276,7 @@ def get_snapshot(endpoint: Endpoint, timeout: float) -> tuple[int, dict[str, Any
         conn.close()
     if reply.status != 200:
         return reply.status, {}
-    body = json.loads(data)
+    body = strict_loads(data)  # a ValueError for NaN or 1e400 too (rule 1's strict JSON)
     if not isinstance(body, dict):
         raise ValueError("the server's /snapshot is not a JSON object")
     return reply.status, body
@@ -391,7 +393,7 @@ def same_row(theirs: bytes | str, mine: bytes) -> bool:
     if not isinstance(theirs, bytes) or header is None or header.offset != frame_offset(mine):
         return False
     try:
-        a, b = json.loads(bytes(frame_payload(theirs))), json.loads(bytes(frame_payload(mine)))
+        a, b = strict_loads(bytes(frame_payload(theirs))), strict_loads(bytes(frame_payload(mine)))
     except ValueError:
         return False
     if not isinstance(a, dict) or not isinstance(b, dict):

@@ -31,6 +31,11 @@ Rules:
 4. `read_snapshot_header` and `read_snapshot` raise `StreamError` for a stream that does
    not start with its JSON header or arrives damaged (its end message's size or crc32), and
    `WebSocketClientError` for one that stalls.
+5. Every JSON text from the primary (the `/snapshot` body, the snapshot stream's header and
+   end messages) is read by dbsvc/strictjson.py: `NaN`, `Infinity` and a number past the
+   doubles (`1e400`, which json.loads reads as inf) are not JSON, so `snapshot` and the
+   stream's readers raise ValueError for them, as for any text that is not JSON, naming the
+   number: the follower reconnects, as it does for any answer that is not JSON.
 
 Imports the blocking WebSocket client of dbsvc.http.ws.client and the consumer's `Endpoint`;
 nothing of storage, no asyncio.
@@ -39,7 +44,6 @@ nothing of storage, no asyncio.
 from __future__ import annotations
 
 import http.client
-import json
 import urllib.parse
 import zlib
 from typing import Any, Protocol
@@ -47,6 +51,7 @@ from typing import Any, Protocol
 from dbsvc.errors import StreamError, WebSocketClientError
 from dbsvc.http.ws.client import open_websocket
 from dbsvc.replica.consumer import Endpoint
+from dbsvc.strictjson import strict_loads
 
 SNAPSHOT_TIMEOUT = 5.0  # rule 3
 HANDSHAKE_TIMEOUT = 10.0
@@ -108,7 +113,10 @@ class KeptSnapshot:
                 raise OSError(f"GET /snapshot failed: {again!r}") from again
         if status != 200:
             raise OSError(f"GET /snapshot answered {status}")
-        return json.loads(data)
+        try:
+            return strict_loads(data)
+        except ValueError as exc:  # rule 5: what json.loads took as inf or nan included
+            raise ValueError(f"GET /snapshot answered what is not JSON: {exc}") from None
 
     def _ask(self) -> tuple[int, bytes]:
         connection = self._connection
@@ -157,7 +165,7 @@ def read_snapshot_header(stream: Stream) -> dict[str, Any]:
     first = stream.receive(timeout=MESSAGE_TIMEOUT)
     if not isinstance(first, str):
         raise StreamError(0, "the snapshot stream did not start with its header")
-    header = json.loads(first)
+    header = _message(first, "header")
     if not isinstance(header, dict):
         raise StreamError(0, "the snapshot stream's header is not an object")
     return header
@@ -173,10 +181,21 @@ def read_snapshot(stream: Stream) -> tuple[dict[str, Any], bytes]:
         if message is None:
             raise WebSocketClientError("the snapshot stream stalled")
         if isinstance(message, str):
-            end = json.loads(message)
+            end = _message(message, "end message")
             break
         parts.append(message)
     data = b"".join(parts)
+    if not isinstance(end, dict):
+        raise StreamError(int(header.get("offset", 0)), "the snapshot stream's end message is not an object")
     if end.get("type") != "end" or end.get("bytes") != len(data) or end.get("crc32") != zlib.crc32(data):
         raise StreamError(int(header.get("offset", 0)), "the snapshot arrived damaged (size or crc32)")
     return header, data
+
+
+def _message(text: str, what: str) -> Any:
+    """A text message of the snapshot stream as JSON (rule 5); ValueError, naming it, for
+    one that is not (a non-finite number included), as json.loads raised before."""
+    try:
+        return strict_loads(text)
+    except ValueError as exc:
+        raise ValueError(f"the snapshot stream's {what} is not JSON: {exc}") from None

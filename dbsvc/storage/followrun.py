@@ -60,7 +60,6 @@ Plain functions over a table's public surface (`model`, `live`, `max_id`); no I/
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from functools import partial
@@ -74,6 +73,7 @@ from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.logfile import FRAME_HEADER_SIZE
 from dbsvc.storage.rows import stored_from_texts
 from dbsvc.storage.table import Table
+from dbsvc.strictjson import STRICT_SCAN
 
 # A plain row's payload (rule 3): kind, model, offset, watermark, id, record (+ previous).
 _PLAIN = {"insert": 6, "update": 7}
@@ -101,25 +101,11 @@ _MICROSECOND = timedelta(microseconds=1)
 Scan = Callable[[str, int], tuple[Any, int]]  # the json module's C scanner: (value, end)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _finite(text: str) -> float:
-    """A JSON number with a fraction or an exponent, as a float, refused when it reads as
-    infinity (`1e400`): no primary writes one, and a record holding it could never be
-    packed (`rows.pack_many` raises mid-group, after rows were taken in memory)."""
-    value = float(text)
-    if value - value != 0.0:
-        raise ValueError(f"the number {text} is out of range: expected a finite number")
-    return value
-
-
 # The json module's C scanner (rows.py's SCAN), refusing NaN, Infinity and numbers that
-# read as infinity: (value, end). A scanner error is the frame's StreamError (follow.py's `_decode`).
-FRAME_SCAN: Scan = json.JSONDecoder(  # type: ignore[attr-defined]
-    parse_constant=_no_constant, parse_float=_finite
-).scan_once
+# read as infinity (strictjson.py): no primary writes one, and a record holding it could
+# never be packed (`rows.pack_many` raises mid-group, after rows were taken in memory).
+# A scanner error is the frame's StreamError (follow.py's `_decode`).
+FRAME_SCAN: Scan = STRICT_SCAN
 
 
 def _fits(frames: Sequence[bytes], max_payload: int) -> bool:

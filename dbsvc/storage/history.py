@@ -43,6 +43,7 @@ from typing import Any
 
 from dbsvc.errors import CorruptLog
 from dbsvc.storage.files import write_atomic
+from dbsvc.strictjson import strict_loads
 
 HISTORY_NAME = "history"
 HISTORY_SUFFIX = ".history"  # a frame file's record, FILE.history beside FILE (replicate --out, import --frames)
@@ -112,7 +113,7 @@ def decode_history(path: str, data: bytes) -> History:
     if data[:8] != b"%08x" % zlib.crc32(body):
         raise CorruptLog(path, 0, "history file checksum mismatch")
     try:
-        value = json.loads(body)
+        value = strict_loads(body)  # no NaN, no 1e400 (dbsvc/strictjson.py)
     except ValueError as exc:
         raise CorruptLog(path, 0, f"history file is not JSON: {exc}") from None
     history = history_from_json(value) if isinstance(value, dict) and value.get("format") == FORMAT else None

@@ -16,6 +16,13 @@ Batches (events.py "Batches"): the rows of a batch carry its mark, checked row b
 are undone and the scan's end moved back to its first frame (`_cut_batch`, logfile.py
 rule 5), which the open then truncates like a torn tail.
 
+Numbers: json.loads reads `NaN`, `Infinity` and `1e400` (as inf), which no writer writes
+(`compact_json` refuses them) and a log edited by hand may hold. Such a record is refused
+where it is packed (`rows.pack`, in the table's insert or replace: its ValueError), as
+CorruptLog at its frame with the strict decoder's words (dbsvc/strictjson.py), rather than
+decoding every row strictly: the refusal costs nothing on an ordinary open (a strict
+decode is one Python call a float). Nothing is cut and the open serves nothing.
+
 Not to be confused with replay.py, which reads committed frames back for a consumer
 (`/replicate`, feeds' `after=`) and changes no table.
 """
@@ -34,6 +41,7 @@ from dbsvc.errors import CorruptLog
 from dbsvc.storage.logfile import Damage, LogScan
 from dbsvc.storage.rows import Values
 from dbsvc.storage.table import Table
+from dbsvc.strictjson import strict_loads
 
 
 def _rebuilder(table: Table, migrating: bool) -> Callable[[dict], Values]:
@@ -96,6 +104,8 @@ def replay_log(
             raise CorruptLog(
                 scan.path, position, f"{kind} of {table.name} {id_!r} holds a value its indexes cannot take ({exc})"
             ) from None
+        except ValueError as exc:  # a record no writer writes: NaN or 1e400 (module docstring)
+            raise CorruptLog(scan.path, position, f"{kind} of {table.name} {id_!r}: {_refusal(payload, exc)}") from None
         table.stamp(offset)  # the record's version (versions.py)
         if ring_capacity:
             recent.append(payload)
@@ -174,6 +184,16 @@ def _cut_batch(scan: LogScan, batch: _OpenBatch, checkpoints: list[tuple[int, in
     scan.damage = Damage(batch.position, size, reason)
     scan.end = batch.position
     scan.next_offset = batch.first
+
+
+def _refusal(payload: bytes | memoryview, exc: ValueError) -> str:
+    """Why a row's record could not be stored: the strict decoder's words for the number it
+    holds (strictjson.py), else the packer's own."""
+    try:
+        strict_loads(bytes(payload))
+    except ValueError as strict:
+        return f"the row is not JSON a writer writes: {strict}"
+    return str(exc)
 
 
 def _stored(rebuild: Callable[[dict], Values], record: dict, path: str, position: int) -> Values:

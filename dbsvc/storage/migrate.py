@@ -34,6 +34,7 @@ from typing import Any
 from dbsvc.errors import CorruptLog, IncompatibleSchema
 from dbsvc.runtime import CompiledModel, new_uuid, now
 from dbsvc.storage.files import write_atomic
+from dbsvc.strictjson import strict_loads
 
 SCHEMA_NAME = "schema.json"
 
@@ -57,7 +58,7 @@ def read_description(directory: str) -> dict | None:
     except FileNotFoundError:
         return None
     try:
-        return json.loads(data)
+        return strict_loads(data)  # no NaN, no 1e400 (dbsvc/strictjson.py)
     except ValueError as exc:
         raise CorruptLog(path, 0, f"stored schema is not JSON: {exc}") from None
 

@@ -34,6 +34,15 @@ freed lists as holes between the objects that stay, 130 bytes of RSS per record 
 (bench/README.md, "Open time and memory"). A window that does not parse hands over to the
 whole line's parse, which names the error. Format 2's blocks are windows of their own.
 
+Strict JSON: every line this module parses (the header, a keys or versions line, a
+window of rows, a sampled row) is read by dbsvc/strictjson.py's decoder, so `NaN`,
+`Infinity` or a number past the doubles (`1e400`, which json.loads reads as inf, and which
+no writer writes: `compact_json` refuses it) in a file edited by hand or in a snapshot a
+replica downloads is `CorruptLog` naming the line, before any row is taken, rather than an
+infinity stored and served. The one Python call a float costs is paid only where rows are
+parsed (the rows reader, the keys reader's sample): the keys reader's other rows are
+trusted as far as their CRC vouches, as for any other value.
+
 Split from snapshot.py (session 17): the writer and the format stay there, the reader is
 here. Imports snapshot.py (the format's constants and images), rows.py and errors.
 """
@@ -51,8 +60,9 @@ from operator import itemgetter
 from typing import Any
 
 from dbsvc.errors import CorruptLog
-from dbsvc.storage.rows import SCAN, Stored
+from dbsvc.storage.rows import Stored
 from dbsvc.storage.snapshot import ROW_END, ModelImage, SnapshotImage, key_positions
+from dbsvc.strictjson import STRICT_DECODER, STRICT_SCAN, strict_loads
 
 _VALUE, _END = itemgetter(0), itemgetter(1)
 
@@ -61,6 +71,9 @@ Data = bytes | mmap.mmap  # a snapshot's bytes: read, or mapped by a writer's op
 READS = (1, 2, 3, 4)  # the formats the reader takes
 
 WINDOW = 1 << 19  # bytes of a format-1 model line the rows reader parses at a time
+# The scanner of a row's text: the strict one (module docstring, "Strict JSON"), looked up
+# here at each call (tests count the rows an open scans through this name).
+SCAN = STRICT_SCAN
 SAMPLE_EVERY = 64  # the keys reader scans this block's every SAMPLE_EVERY-th row (and its last)
 
 
@@ -92,8 +105,8 @@ def snapshot_lines(path: str, data: Data) -> list[tuple[int, memoryview]]:
 def _loads(body: memoryview) -> Any:
     """`json.loads` of a line's bytes, decoded straight from the view (json.loads takes
     no memoryview; `bytes(body)` would copy the line first). The same decoding as
-    json.loads(bytes) does for UTF-8."""
-    return json.loads(str(body, "utf-8", "surrogatepass"))
+    json.loads(bytes) does for UTF-8, and strict (module docstring, "Strict JSON")."""
+    return STRICT_DECODER.decode(str(body, "utf-8", "surrogatepass"))
 
 
 @dataclass(slots=True)
@@ -241,7 +254,7 @@ def model_blocks(path: str, part: ModelPart) -> Iterator[Block]:
                     path,
                     line.position,
                     f"model {part.name!r}: row {i + 1} of a block is not "
-                    f"one row of {width} fields matching its keys line",
+                    f"one row of {width} fields matching its keys line{_not_json(texts[i])}",
                 )
         yield texts, dict(zip(keys, columns))
 
@@ -296,6 +309,21 @@ def _sample_fits(
     if fields is not None:
         row = list(row.values()) if type(row) is dict and list(row) == fields else None
     return type(row) is list and len(row) == width and all(row[p] == column[i] for p, column in zip(positions, columns))
+
+
+def _not_json(text: bytes) -> str:
+    """A message's tail naming the number the strict decoder refuses in a sampled row that
+    does not fit (`NaN`, `1e400`: JSON to json.loads, not to dbsvc), or "" for any other
+    row that does not fit (the message says enough)."""
+    try:
+        strict_loads(text)
+    except ValueError as exc:
+        try:
+            json.loads(text)
+        except ValueError:
+            return ""  # not JSON to anyone
+        return f" ({exc})"
+    return ""
 
 
 def _bracketed(line: RowsLine) -> bool:
@@ -355,7 +383,7 @@ def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:
         if rows is None:
             texts = None
             try:
-                rows = json.loads("[" + str(window, "utf-8", "surrogatepass") + "]")
+                rows = STRICT_DECODER.decode("[" + str(window, "utf-8", "surrogatepass") + "]")
             except ValueError:
                 rows = None
             if type(rows) is not list or not rows:
@@ -367,8 +395,8 @@ def _windows(path: str, name: str, line: RowsLine) -> Iterator[Window]:
 
 
 def _one_row_each(texts: list[bytes]) -> list | None:
-    """The value of each text, or None unless every text is exactly one JSON value. In C
-    but for the list calls (rows.py, the scanner)."""
+    """The value of each text, or None unless every text is exactly one JSON value (strict:
+    no NaN, no number past the doubles). In C but for the list calls and a call a float."""
     try:
         strs = list(map(bytes.decode, texts, repeat("utf-8"), repeat("surrogatepass")))
         # The scanner raises StopIteration where no value starts, which ends the map

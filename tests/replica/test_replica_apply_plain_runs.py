@@ -204,12 +204,15 @@ def test_a_group_ends_as_its_frames_one_at_a_time_end(tmp_path, fault):
 @pytest.mark.parametrize(
     "fault, words",
     [
-        ("NaN", "NaN is not a JSON value"),
-        ("a float past the doubles", "the number -1e400 is out of range: expected a finite number"),
+        ("NaN", "NaN is not valid JSON (RFC 8259 §6: numbers are finite)"),
+        (
+            "a float past the doubles",
+            "the number -1e400 is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)",
+        ),
     ],
 )
 def test_a_frame_the_strict_scanner_refuses_is_named_in_the_streams_error(tmp_path, fault, words):
-    # followrun.py `FRAME_SCAN` refuses what no primary writes; its words are the
+    # followrun.py `FRAME_SCAN` (strictjson.py's scanner) refuses what no primary writes; its words are the
     # StreamError's, the operator's one clue to the frame, grouped or one at a time.
     results = _both_ways(tmp_path, _group(fault))
     expected = f"StreamError: replication frame at offset 35: payload is not JSON: {words}"

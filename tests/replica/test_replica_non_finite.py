@@ -1,0 +1,218 @@
+"""JSON from a primary holding a number JSON does not have: `1e400` and `-1e400` (which
+json.loads reads as infinities), `NaN` and `Infinity` (words json.loads takes). No dbsvc
+server writes one, so a corrupt or foreign primary's is refused as that reader refuses any
+other text that is not JSON (dbsvc/strictjson.py's words), before anything of it is kept:
+
+- `dbsvc replicate`: a frame is a FrameError that ends the run, FILE holding the frames
+  before it; a `/snapshot` answer is retried like a failed one, FILE untouched;
+- a read replica: its primary's `/snapshot` answer, and the snapshot stream it bootstraps
+  from (a row, the header, the end message), make it reconnect, its store as it was: the
+  same epoch, head and records, still serving.
+
+All over real sockets: the consumer against the scripted loopback primary
+(support/replica_kit.py), the replica's `HttpPrimary` against a websockets server here.
+(A replica's frames are refused by storage/followrun.py's scanner, the same decoder:
+test_replica_apply_plain_runs.py.)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import zlib
+
+import pytest
+
+from dbsvc.replica.consumer import FrameError, ReplicaError, replicate
+from support.follower_kit import EPOCH_A, EPOCH_B, H1, H2, body, epoch_stream, history, insert
+from support.replica_kit import Primary, frame, payload
+
+pytestmark = pytest.mark.timeout(120)
+
+WORDS = [b"1e400", b"-1e400", b"NaN", b"Infinity"]
+F1, F2 = frame(1), frame(2)
+
+
+def refusal(word: bytes) -> str:
+    """The strict decoder's words for `word`."""
+    text = word.decode()
+    if text in ("NaN", "Infinity"):
+        return f"{text} is not valid JSON (RFC 8259 §6: numbers are finite)"
+    return f"the number {text} is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)"
+
+
+def run(url: str, **kw) -> tuple[int | BaseException, str]:
+    err = io.StringIO()
+    try:
+        status: int | BaseException = replicate(url, stderr=err, **kw)
+    except Exception as exc:  # the test reads what ended the run
+        status = exc
+    return status, err.getvalue()
+
+
+# -- dbsvc replicate -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("word", WORDS, ids=lambda w: w.decode())
+def test_a_frame_holding_a_non_finite_number_ends_the_consumers_run_and_is_never_written(primary, tmp_path, word):
+    out = tmp_path / "r.log"
+    bad = frame(3, payload(3, record={"id": 3, "score": 0.5}).replace(b"0.5", word))
+    p = primary(lambda attempt, after: [F1, F2, bad, ("close", 1000)] if attempt == 0 else 403)
+    status, _err = run(p.base, out=str(out))
+    assert isinstance(status, FrameError)
+    assert str(status) == f"bad frame at offset 3: payload is not JSON ({refusal(word)})"
+    assert out.read_bytes() == F1 + F2
+    assert p.paths == ["/replicate?after=0"]
+
+
+class _RawSnapshot(Primary):
+    """The scripted primary whose first `GET /snapshot` answers 200 with `raw`, as it is."""
+
+    def __init__(self, plan, raw: bytes) -> None:
+        self.raw = [raw]
+        super().__init__(plan)
+
+    async def _process(self, connection, request):
+        if request.path.endswith("/snapshot") and self.raw:
+            self.snapshot_paths.append(request.path)
+            return self._response(200, self.raw.pop(0), "application/json")
+        return await super()._process(connection, request)
+
+
+@pytest.mark.parametrize("word", WORDS, ids=lambda w: w.decode())
+def test_a_snapshot_answer_holding_a_non_finite_number_is_retried_and_file_left_as_it_was(tmp_path, word):
+    out = tmp_path / "r.log"
+    out.write_bytes(F1 + F2)
+    raw = b'{"epoch":"%s","offset":%s,"history":{"id":"%s","forks":[]}}' % (EPOCH_A.encode(), word, H2.encode())
+    p = _RawSnapshot(lambda attempt, after: 403, raw)
+    try:
+        status, err = run(p.base, out=str(out))
+    finally:
+        p.close()
+    assert isinstance(status, ReplicaError) and p.paths == ["/replicate?after=1"]
+    assert err.splitlines()[0].startswith(f"dbsvc replicate: {refusal(word)}; reconnecting after offset 2"), err
+    assert out.read_bytes() == F1 + F2
+    assert not (tmp_path / "r.log.history").exists()
+
+
+# -- a read replica --------------------------------------------------------------------------------
+
+
+class _Server:
+    """A primary over HTTP and WebSocket on a loopback port: `/snapshot` answers `answer`
+    (bytes, as they are); `/replicate/snapshot` sends `epoch` (its messages); `/replicate?after=N`
+    sends `frames` after N, then holds the connection until `drop` is set."""
+
+    def __init__(self) -> None:
+        from websockets.sync.server import serve
+
+        self.answer = b""
+        self.epoch: list = []
+        self.frames: list[bytes] = []
+        self.drop = threading.Event()
+        self.server = serve(self._handle, "127.0.0.1", 0, process_request=self._http)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.socket.getsockname()[1]}"
+
+    def _http(self, connection, request):
+        if request.path == "/snapshot":
+            return connection.respond(200, self.answer.decode())
+        return None
+
+    def _handle(self, connection) -> None:
+        path = connection.request.path
+        if path == "/replicate/snapshot":
+            for message in self.epoch:
+                connection.send(message)
+            return
+        after = int(path.partition("after=")[2])
+        for message in self.frames[after:]:
+            connection.send(message)
+        self.drop.wait(20)
+
+    def close(self) -> None:
+        self.drop.set()
+        self.server.shutdown()
+
+
+def _good(server: _Server) -> None:
+    server.answer = json.dumps(body(EPOCH_A, 3, hist=history(H1))).encode()
+    server.epoch = epoch_stream(EPOCH_A, 0, hist=history(H1))
+    server.frames = [insert(1), insert(2), insert(3)]
+
+
+@pytest.fixture
+def followed(replica):
+    """A replica that bootstrapped from the server and follows it at head 3 (users 1-3)."""
+    server = _Server()
+    _good(server)
+    node = replica(None, url=server.url)
+    try:
+        node.start()
+        node.wait("following at 3", lambda: node.store.head_offset == 3 and node.status.state == "following")
+        yield server, node
+    finally:
+        server.close()
+
+
+def _held(node) -> tuple:
+    """What the replica holds and serves: its epoch, head and User records."""
+    return node.on_loop(lambda: (node.store.epoch, node.store.head_offset)), node.user_ids()
+
+
+def _reconnecting_with(node, words: str) -> None:
+    node.wait(f"reconnecting with {words!r}", lambda: words in (node.status.error or ""))
+    assert node.status.state == "reconnecting", node.status
+
+
+@pytest.mark.parametrize("word", WORDS, ids=lambda w: w.decode())
+def test_a_primarys_snapshot_answer_holding_a_non_finite_number_makes_the_replica_reconnect(followed, word):
+    server, node = followed
+    held = _held(node)
+    server.answer = (
+        json.dumps(body(EPOCH_A, 0, hist=history(H1))).replace('"offset": 0', f'"offset": {word.decode()}').encode()
+    )
+    server.drop.set()  # the stream ends: the next connection asks /snapshot first
+    _reconnecting_with(node, f"GET /snapshot answered what is not JSON: {refusal(word)}")
+    assert _held(node) == held == ((EPOCH_A, 3), [1, 2, 3])
+
+
+def _bad_epoch(word: bytes, where: str) -> list:
+    """Epoch B's snapshot stream (users 1-4, the first one's age `word` for "rows"), `word`
+    written where `where` says, every checksum and size made good again."""
+    header, data, end = epoch_stream(EPOCH_B, 5, range(1, 5), hist=history(H2))
+    if where == "header":
+        return [header.replace('"offset": 5', f'"offset": {word.decode()}'), data, end]
+    if where == "end message":
+        return [header, data, end.replace('"type": "end"', f'"type": "end", "rows": {word.decode()}')]
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines):
+        if b'"u1@example.com"' in line:  # User's rows line (format 1: arrays of values)
+            rows = line[9:].replace(b"null", word, 1)  # user 1's age
+            lines[i] = b"%08x " % zlib.crc32(rows) + rows
+    data = b"\n".join(lines)
+    return [header, data, json.dumps({"type": "end", "bytes": len(data), "crc32": zlib.crc32(data)})]
+
+
+WHERE = {
+    "rows": "model 'User': the line is not JSON ({})",
+    "header": "the snapshot stream's header is not JSON: {}",
+    "end message": "the snapshot stream's end message is not JSON: {}",
+}
+
+
+@pytest.mark.parametrize("where", list(WHERE))
+@pytest.mark.parametrize("word", WORDS, ids=lambda w: w.decode())
+def test_a_snapshot_stream_holding_a_non_finite_number_is_never_installed(followed, word, where):
+    # The primary moved to another history (a restore): the replica bootstraps again from
+    # its snapshot, which holds the number; it keeps what it had and retries.
+    server, node = followed
+    held = _held(node)
+    server.answer = json.dumps(body(EPOCH_B, 5, hist=history(H2))).encode()
+    server.epoch = _bad_epoch(word, where)
+    server.drop.set()
+    _reconnecting_with(node, WHERE[where].format(refusal(word)))
+    assert node.status.error.startswith("bootstrap failed: "), node.status
+    assert node.status.bootstraps == 1  # the first one, from the good snapshot
+    assert _held(node) == held == ((EPOCH_A, 3), [1, 2, 3])
