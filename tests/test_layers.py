@@ -65,7 +65,11 @@ ALLOWED: dict[str, frozenset[str]] = {
         "schema": ("errors", "formats"),  # source text -> IR
         "rules": (),  # what compiled access rules answer (Scope, ModelRules) and the claim helpers
         "runtime": ("errors", "rules", "formats"),  # the helpers generated code calls
-        "bodies": ("errors", "runtime", "strictjson"),  # the strict JSON decoder of request bodies, tokens and imported lines
+        "bodies": (
+            "errors",
+            "runtime",
+            "strictjson",
+        ),  # the strict JSON decoder of request bodies, tokens and imported lines
         "operators": ("errors",),  # issue 34: query operators' bounds, called by generated parsers
         # a list's `cursor` and next-page `Link`, called by generated parsers and parsedlists (a cursor
         # carries its sort as operators' `sort_text`); its JSON refuses NaN and Infinity (strictjson)

@@ -62,7 +62,9 @@ def row(rng: random.Random) -> dict:
         "score": rng.choice([None, rng.choice([0.5, -1e-300, 3.0]), round(rng.uniform(-50, 50), 3)]),
         "title": rng.choice([None, "", "é", "a\nb", rng.choice("abc") * rng.randint(1, 3)]),
         "done": rng.choice([None, True, False]),
-        "at": rng.choice([None, f"2026-12-0{rng.randint(1, 3)}T0{rng.randint(0, 9)}:00:00.{rng.randint(0, 999999):06d}Z"]),
+        "at": rng.choice(
+            [None, f"2026-12-0{rng.randint(1, 3)}T0{rng.randint(0, 9)}:00:00.{rng.randint(0, 999999):06d}Z"]
+        ),
     }
 
 
