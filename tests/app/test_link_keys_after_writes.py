@@ -95,7 +95,7 @@ def test_links_read_the_keys_each_write_left(serve, tmp_path):
     rng = random.Random(32)
     for _ in range(30):
         assert server.post("/api/item", row(rng)).status == 201
-    for step in range(4):
+    for _step in range(4):
         records = server.get("/api/item?limit=100").json["data"]
         for sort in SORTS:
             walk(server, sort, records)
