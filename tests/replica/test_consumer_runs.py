@@ -32,18 +32,10 @@ from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage import files
 from dbsvc.storage.history import History
 from support.replica_kit import DEADLINE, Terminal, frame, payload
+from support.replica_kit import run_replicate as run
 
 pytestmark = pytest.mark.timeout(60)  # a run that never ends fails here, not at the suite's 300 s
 H1, H2 = "1" * 32, "2" * 32
-
-
-def run(url: str, **kw) -> tuple[int | BaseException, str]:
-    err = io.StringIO()
-    try:
-        status: int | BaseException = replicate(url, stderr=err, **kw)
-    except Exception as exc:  # the test reads what ended the run
-        status = exc
-    return status, err.getvalue()
 
 
 def terminate_when(predicate) -> threading.Thread:

@@ -17,16 +17,16 @@ test_replica_apply_plain_runs.py.)
 
 from __future__ import annotations
 
-import io
 import json
 import threading
 import zlib
 
 import pytest
 
-from dbsvc.replica.consumer import FrameError, ReplicaError, replicate
+from dbsvc.replica.consumer import FrameError, ReplicaError
 from support.follower_kit import EPOCH_A, EPOCH_B, H1, H2, body, epoch_stream, history, insert
 from support.replica_kit import Primary, frame, payload
+from support.replica_kit import run_replicate as run
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,15 +40,6 @@ def refusal(word: bytes) -> str:
     if text in ("NaN", "Infinity"):
         return f"{text} is not valid JSON (RFC 8259 §6: numbers are finite)"
     return f"the number {text} is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)"
-
-
-def run(url: str, **kw) -> tuple[int | BaseException, str]:
-    err = io.StringIO()
-    try:
-        status: int | BaseException = replicate(url, stderr=err, **kw)
-    except Exception as exc:  # the test reads what ended the run
-        status = exc
-    return status, err.getvalue()
 
 
 # -- dbsvc replicate -----------------------------------------------------------------------------

@@ -104,3 +104,16 @@ class Primary:
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+def run_replicate(url: str, **kw) -> tuple[int | BaseException, str]:
+    """`dbsvc replicate` against `url` in this process: its exit status, or the exception
+    that ended it, and what it wrote to stderr."""
+    from dbsvc.replica.consumer import replicate
+
+    err = io.StringIO()
+    try:
+        status: int | BaseException = replicate(url, stderr=err, **kw)
+    except Exception as exc:  # the test reads what ended the run
+        status = exc
+    return status, err.getvalue()
