@@ -28,6 +28,7 @@ from dbsvc.compiler import compile_schema
 from dbsvc.cursors import NextLinks, link_prefix
 from dbsvc.operators import sort_text
 from dbsvc.schema import parse_schema
+from support.sortorder import ids_in_sort_order
 
 SCHEMA = """
 model Item {
@@ -235,18 +236,6 @@ ROWS = [
 ]
 
 
-def sorted_ids(records: list[dict], sort) -> list[int]:  # noqa: ANN001
-    """The order a sort gives (docs/guide/queries.md: a null after every value going up,
-    before every value going down; the id breaks ties), by the index keys."""
-    ordered = sorted(records, key=lambda r: r["id"])
-    for field, desc in reversed(sort):
-        key = ITEM.keys[field]
-        present = sorted([r for r in ordered if r[field] is not None], key=lambda r: key(r[field]), reverse=desc)
-        nulls = [r for r in ordered if r[field] is None]
-        ordered = nulls + present if desc else present + nulls
-    return [r["id"] for r in ordered]
-
-
 def test_a_walk_by_the_links_of_each_sort_reaches_every_record_once_in_order(serve, tmp_path):
     schema = Path(tmp_path / "items.dbs")
     schema.write_text(SCHEMA)
@@ -270,5 +259,5 @@ def test_a_walk_by_the_links_of_each_sort_reaches_every_record_once_in_order(ser
                 break
             assert cursor_of(link) == dumped(ITEM, sort_of(sort), data[-1]), (sort, data[-1])
             target = link[1 : -len('>; rel="next"')]
-        assert seen == sorted_ids(stored, sort_of(sort)), sort
+        assert seen == ids_in_sort_order(stored, sort_of(sort), ITEM.keys), sort
         assert sorted(seen) == sorted(r["id"] for r in stored)  # every record, once

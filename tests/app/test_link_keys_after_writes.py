@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 from dbsvc.compiler import compile_schema
 from dbsvc.operators import sort_text
 from dbsvc.schema import parse_schema
+from support.sortorder import ids_in_sort_order
 
 SCHEMA = """
 model Item {
@@ -42,18 +43,6 @@ def dumped(sort: tuple[tuple[str, bool], ...], record: dict) -> str:
     keys = [ITEM.keys[f](record[f]) for f, _desc in sort]
     value = ["c1", ITEM.name, sort_text(sort), keys, record["id"]]
     return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def in_order(records: list[dict], sort: tuple[tuple[str, bool], ...]) -> list[int]:
-    """The ids in the sort's order (nulls after every value going up, before going down;
-    the id breaks ties), by the index keys."""
-    ordered = sorted(records, key=lambda r: r["id"])
-    for field, desc in reversed(sort):
-        key = ITEM.keys[field]
-        present = sorted([r for r in ordered if r[field] is not None], key=lambda r: key(r[field]), reverse=desc)
-        nulls = [r for r in ordered if r[field] is None]
-        ordered = nulls + present if desc else present + nulls
-    return [r["id"] for r in ordered]
 
 
 def row(rng: random.Random) -> dict:
@@ -84,7 +73,7 @@ def walk(server, sort: str, records: list[dict]) -> None:  # noqa: ANN001 (suppo
         assert cursor == dumped(spec, data[-1]), (sort, data[-1])
         links += 1
         target = link[1 : -len(END)]
-    assert seen == in_order(records, spec), sort
+    assert seen == ids_in_sort_order(records, spec, ITEM.keys), sort
     assert links >= len(records) // 4 - 1
 
 
