@@ -6,7 +6,9 @@ on and it is fetched again) or of another epoch (never installed), and the write
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
 import zlib
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 
 from dbsvc.errors import ConfigError
-from dbsvc.storage import Store
+from dbsvc.storage import Store, files
 from support.follower_kit import (
     EPOCH_A,
     EPOCH_B,
@@ -271,3 +273,44 @@ def test_start_up_reports_the_primarys_head(replica, offset, expected):
     assert node.status.synced is True
     assert node.status.primary_offset == expected
     assert node.status.report(0)["lag_offsets"] == expected
+
+
+class _NoRoomForASnapshot(files.FileOps):
+    """A disk without room for the first `snapshot.new` written (ENOSPC on its first write),
+    every other file operation done as the system does it."""
+
+    def __init__(self) -> None:
+        self.watched: set[int] = set()
+        self.refused = 0
+
+    def open(self, path: str, flags: int, mode: int = 0o777) -> int:  # type: ignore[override]
+        fd = os.open(path, flags, mode)
+        if path.endswith("snapshot.new") and not self.refused:
+            self.watched.add(fd)
+        return fd
+
+    def write(self, fd: int, data: bytes) -> int:  # type: ignore[override]
+        if fd in self.watched:
+            self.watched.clear()
+            self.refused += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return os.write(fd, data)
+
+
+def test_a_bootstrap_the_disk_has_no_room_for_keeps_the_store_open_and_is_fetched_again(replica):
+    # The failed install left the store closed (its lock let go with it) while the replica
+    # went on serving it; it is opened again now, the lock kept, the tenant as it was.
+    stream = epoch_stream(EPOCH_A, 2, range(1, 3), hist=history(H1))
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[stream, stream])
+    primary.streams = [[insert(3)]]
+    node = replica(primary)
+    with files.use(_NoRoomForASnapshot()) as disk:
+        node.follower.prepare()
+    assert disk.refused == 1
+    assert node.status.error == "bootstrap failed: [Errno 28] No space left on device"
+    assert len(node.locks) == 2 and node.locks[1] is not None  # reopened with the lock it kept
+    assert (node.store.head_offset, node.store.epoch != EPOCH_A) == (0, True)
+    assert not os.path.exists(os.path.join(node.directory, "snapshot.new"))
+    node.follower.start(node.loop)
+    node.wait("following at 3", lambda: node.store.head_offset == 3 and node.status.state == "following")
+    assert (node.store.epoch, node.user_ids(), node.status.bootstraps) == (EPOCH_A, [1, 2, 3], 1)
