@@ -38,7 +38,10 @@ replicas) is not copied.
 Restore (`restore_backup`) verifies before it installs: the manifest lists only known
 files, each with an object of its size and SHA-256, each file has that size and SHA-256,
 every snapshot line and every log frame passes its CRC, the log continues the snapshot and
-ends exactly at the head the manifest names.
+ends exactly at the head the manifest names, and every row (a frame's payload, a snapshot's
+rows) is JSON a writer writes (dbsvc/strictjson.py): a CRC vouches only for the bytes, and a
+`NaN` or `1e400` put there by hand under a good CRC was restored into a tenant that then
+refused to open. Those rows are parsed once, as an open parses them.
 Then the files are written into a hidden `.restoring-NAME-*` directory under SERVICE_DATA,
 fsynced, and the directory is renamed to NAME (refused if NAME exists), so a tenant
 appears whole or not at all. The restored tenant keeps the epoch, offsets and watermarks,
@@ -71,7 +74,7 @@ from dbsvc.storage import files
 from dbsvc.storage.files import fsync_dir, write_atomic, write_new
 from dbsvc.storage.history import History, decode_history, encode_history, new_history_id
 from dbsvc.storage.logfile import HEADER_SIZE, LogScan, decode_header
-from dbsvc.storage.snapshotreader import snapshot_lines
+from dbsvc.storage.snapshotreader import model_windows, read_snapshot, snapshot_lines
 from dbsvc.storage.tenants import tenant_dir
 from dbsvc.strictjson import strict_loads
 
@@ -320,7 +323,25 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
         raise BadBackup(
             f"{path}: ends at offset {scan.next_offset - 1}, the manifest says {manifest.get('head_offset')!r}"
         )
+    _check_rows(src, contents)
     return manifest, contents
+
+
+def _check_rows(src: str, contents: dict[str, bytes]) -> None:
+    """Every frame's payload and every snapshot row is strict JSON (module docstring);
+    `CorruptLog` naming the frame's byte and offset, or the snapshot's line."""
+    if SNAPSHOT in contents:
+        path = os.path.join(src, SNAPSHOT)
+        for part in read_snapshot(path, contents[SNAPSHOT])[2]:
+            for _window in model_windows(path, part):
+                pass
+    path = os.path.join(src, LOG)
+    scan = LogScan(path, contents[LOG])
+    for offset, payload in scan.records():
+        try:
+            strict_loads(payload)
+        except ValueError as exc:
+            raise CorruptLog(path, scan.end, f"the frame at offset {offset} is not JSON: {exc}") from None
 
 
 def restored_history(src: str, contents: dict[str, bytes], manifest: dict[str, Any]) -> History:

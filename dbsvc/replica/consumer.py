@@ -52,7 +52,9 @@ Rules:
       `watermark`, which an online compaction renumbers for the rows it carries.
    A divergence (a restore from a backup, a rewrite) ends the run with `HistoryDiverged`,
    exit status 3 (dbsvc/exits.py), a message naming L and what to do, FILE and its record
-   untouched; so does a server whose head is below L-1 (its 400 `offset_out_of_range`).
+   untouched; a head frame that is not the same row and fails rule 1's checks itself (a
+   payload holding `NaN` or `1e400`, which `same_row` never takes for FILE's, a wrong offset)
+   is that frame's FrameError instead, status 1, naming the fault, FILE as untouched; so does a server whose head is below L-1 (its 400 `offset_out_of_range`).
    A server that no longer holds frame L (410 for L-1) cannot be checked by (b): the run
    says so and continues after L, as before the check. The record is written (sinks.py)
    only once both checks passed, before the first frame after them.
@@ -386,7 +388,8 @@ def replicate(
 def same_row(theirs: bytes | str, mine: bytes) -> bool:
     """Rule 7: the server's frame is FILE's: byte-equal, or (an online compaction renumbers
     the watermarks of the rows it carries into its new log, docs/replication.md) equal but
-    for the payload's `watermark`."""
+    for the payload's `watermark`, both payloads strict JSON: `1e400` and `1e999`, which
+    json.loads reads as the same inf, are not one row."""
     if theirs == mine:
         return True
     header = frame_header(theirs) if isinstance(theirs, bytes) else None
@@ -484,6 +487,7 @@ def _follow(
                         now = time.monotonic()
                         if messages and mine is not None:  # rule 7: the head frame
                             if not same_row(messages[0], mine):
+                                check_frame(messages[0], last)  # a bad frame is said as one (rule 7)
                                 raise HistoryDiverged(f"{url}: {diverged_message(sink.path, last)}")
                             mine = None
                             if adopt is not None and isinstance(sink, ReplicaFile):

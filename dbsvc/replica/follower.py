@@ -12,12 +12,13 @@ Rules:
    message). A primary that cannot be reached yet does not stop the start: the check runs
    again at every connection, and a mismatch then stops following.
 2. Bootstrap: when our epoch is not the primary's and rule 9 cannot follow it (an empty
-   replica, another history, a cut this store cannot make), when the primary answers 410
-   `offset_gone`, the replica fetches
-   `/replicate/snapshot` (the primary's epoch base: checked per line and whole), installs
-   it as its own epoch base (compact.install: snapshot plus an empty log of that epoch),
-   reopens its store with the writer lock kept throughout, and follows from its offset.
-   The primary's epoch is thus rebuilt exactly: the snapshot rows, then the same log rows.
+   replica, another history, a cut this store cannot make), or the primary answers 410
+   `offset_gone`, the replica fetches `/replicate/snapshot` (the primary's epoch base:
+   checked per line and whole), installs it as its own epoch base (compact.install:
+   snapshot plus an empty log of that epoch), reopens its store with the writer lock kept
+   throughout, and follows from its offset: the snapshot rows, then the same log rows. A
+   snapshot damaged on its way (primary.py rule 4, a line's CRC) or not installed (the
+   tenant is left as it was) is transient, at start too: rule 4's retry, while serving.
 3. Following: `/replicate?after=<our head>`; frames are read, checked (CRC, length within
    this store's `max_payload`, offset continuity) and grouped on the reading thread, then
    applied on the event loop a group at a time (up to groups.BATCH frames or BATCH_BYTES bytes)
@@ -65,7 +66,6 @@ Rules:
    holds rows (it followed before: what it serves is a past state of the primary). An empty
    replica whose primary cannot be reached, or whose bootstrap failed, is not ready: it
    would answer empty lists, and a load balancer probing `/ready` must send reads elsewhere.
-
 9. The primary compacts (docs/replication.md, "The primary compacts"): when its `/snapshot`
    (at every connection, and every poll) names another epoch, or a frame of its next
    epoch arrives (`EpochChanged`), and its history is ours (same id, its head not behind
@@ -103,6 +103,7 @@ from dbsvc.errors import (
     HandshakeRefused,
     OffsetGone,
     OffsetOutOfRange,
+    StorageError,
     StreamError,
     WebSocketClientError,
 )
@@ -213,8 +214,9 @@ class Follower:
                 self._diverge(str(exc))
             except _Stop as exc:
                 raise ConfigError(f"cannot follow {self.endpoint.http_base}: {exc}") from None
-            except (WebSocketClientError, OSError) as exc:
+            except (WebSocketClientError, OSError, ValueError, StorageError) as exc:  # rule 2: transient
                 log.warning("bootstrap from %s failed (%s); retrying while serving", self.endpoint.http_base, exc)
+                self.status.state, self.status.error = "reconnecting", f"bootstrap failed: {exc}"
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -260,8 +262,8 @@ class Follower:
             except (_Stop, ConfigError) as exc:
                 self._stopped(str(exc))
                 return
-            except (WebSocketClientError, OSError, ValueError) as exc:
-                self._transient(str(exc))
+            except (WebSocketClientError, OSError, ValueError, StreamError) as exc:
+                self._transient(str(exc))  # StreamError: a cut's header damaged (a frame's is a _Stop)
             except Exception as exc:  # the store refuses writes (a failed fsync: commit.py), or a bug
                 self._stopped(str(exc))  # never a reading thread gone while /metrics says "following"
                 return
@@ -269,8 +271,8 @@ class Follower:
                 last_poll = time.monotonic()
                 try:
                     self._poll_head()
-                except _Rebootstrap:
-                    pass  # the next connection bootstraps
+                except Exception:  # noqa: BLE001 - the next connection meets it again and decides
+                    pass
             wait, delay = next_wait(delay, random.random())
             self._stop.wait(wait)
 
@@ -455,8 +457,8 @@ class Follower:
             header = read_snapshot_header(ws)
         self._check_fingerprint(header.get("fingerprint"))
         epoch, offset = header.get("epoch"), header.get("offset")
-        if not isinstance(epoch, str) or type(offset) is not int:
-            raise StreamError(0, "the snapshot stream's header names no epoch and offset")
+        if not isinstance(epoch, str) or type(offset) is not int:  # it parsed: no damage, a contradiction
+            raise _Stop(str(StreamError(0, "the snapshot stream's header names no epoch and offset")))
         return epoch, offset
 
     def _open_epoch_snapshot(self) -> Stream:
@@ -549,19 +551,31 @@ class Follower:
         self._install(image, history)
 
     def _install(self, image: SnapshotImage, history: History | None) -> None:
-        """Rule 2: our epoch base becomes the primary's (the lock is never let go), and
-        then our history its history (rule 7: a crash between leaves the old record,
-        which only makes the next start bootstrap again)."""
+        """Rule 2: our epoch base becomes the primary's (the lock never let go), then our history
+        its history (rule 7: a crash between leaves the old record: the next start bootstraps)."""
         lock = self.store.close(keep_lock=True)  # what was applied is durable by then
         self._pipeline.unsynced = None
-        compact.install(self.directory, image)
-        self.store = self._opener(lock)
+        try:
+            compact.install(self.directory, image)
+        except BaseException:  # the tenant is as it was (compact.install): serve it again
+            self._reopen(lock)
+            raise
+        self._reopen(lock, handed=False)
         if history is not None:
             self.store.adopt_history(history)
         self.status.bootstraps += 1
         self.status.synced = True  # rule 8
         log.info("bootstrapped from %s: epoch %s at offset %d", self.endpoint.http_base, image.epoch, image.head_offset)
         if self.on_store is not None:
+            self.on_store(self.store)  # its history adopted
+
+    def _reopen(self, lock: WriterLock | None, handed: bool = True) -> None:
+        """Open the store again, the lock kept (rule 2), and hand it on; else stop (rule 4)."""
+        try:
+            self.store = self._opener(lock)
+        except Exception as exc:
+            raise _Stop(f"the store did not open again after a bootstrap: {exc}") from exc
+        if handed and self.on_store is not None:
             self.on_store(self.store)
 
     def _fetch_snapshot(self) -> tuple[dict[str, Any], bytes]:

@@ -28,14 +28,19 @@ Rules:
    `WebSocketClientError` once the connection has ended.
 3. Timeouts: 5 s for `/snapshot`, 10 s for a handshake (the follower's, unchanged since
    these calls lived in follower.py), 30 s for each message of the snapshot stream.
-4. `read_snapshot_header` and `read_snapshot` raise `StreamError` for a stream that does
-   not start with its JSON header or arrives damaged (its end message's size or crc32), and
-   `WebSocketClientError` for one that stalls.
+4. `read_snapshot_header` and `read_snapshot` raise `StreamError` for every malformed
+   message: a stream that does not start with its header, a header or end message that is
+   not JSON or not an object, an end message whose size or crc32 is not the bytes'; and
+   `WebSocketClientError` for one that stalls. Nothing else (no bare ValueError or
+   TypeError) escapes them: the follower takes a `StreamError` of the stream as damage in
+   transit and fetches again (its rule 2). A `StreamError` names the offset of the header
+   (0 before one was read, or when it names none) and what was expected.
 5. Every JSON text from the primary (the `/snapshot` body, the snapshot stream's header and
    end messages) is read by dbsvc/strictjson.py: `NaN`, `Infinity` and a number past the
-   doubles (`1e400`, which json.loads reads as inf) are not JSON, so `snapshot` and the
-   stream's readers raise ValueError for them, as for any text that is not JSON, naming the
-   number: the follower reconnects, as it does for any answer that is not JSON.
+   doubles (`1e400`, which json.loads reads as inf) are not JSON, so `snapshot` raises
+   ValueError for them and the stream's readers `StreamError` (rule 4), as for any text
+   that is not JSON, naming the number: the follower reconnects, as it does for any answer
+   that is not JSON.
 
 Imports the blocking WebSocket client of dbsvc.http.ws.client and the consumer's `Endpoint`;
 nothing of storage, no asyncio.
@@ -165,7 +170,7 @@ def read_snapshot_header(stream: Stream) -> dict[str, Any]:
     first = stream.receive(timeout=MESSAGE_TIMEOUT)
     if not isinstance(first, str):
         raise StreamError(0, "the snapshot stream did not start with its header")
-    header = _message(first, "header")
+    header = _message(first, "header", 0)
     if not isinstance(header, dict):
         raise StreamError(0, "the snapshot stream's header is not an object")
     return header
@@ -175,27 +180,45 @@ def read_snapshot(stream: Stream) -> tuple[dict[str, Any], bytes]:
     """The whole `/replicate/snapshot`: its header and its bytes, checked against the end
     message's size and crc32 (rule 4)."""
     header = read_snapshot_header(stream)
+    offset = _offset_of(header)
     parts: list[bytes] = []
     while True:
         message = stream.receive(timeout=MESSAGE_TIMEOUT)
         if message is None:
             raise WebSocketClientError("the snapshot stream stalled")
         if isinstance(message, str):
-            end = _message(message, "end message")
+            end = _message(message, "end message", offset)
             break
         parts.append(message)
     data = b"".join(parts)
     if not isinstance(end, dict):
-        raise StreamError(int(header.get("offset", 0)), "the snapshot stream's end message is not an object")
+        raise StreamError(offset, "the snapshot stream's end message is not an object")
     if end.get("type") != "end" or end.get("bytes") != len(data) or end.get("crc32") != zlib.crc32(data):
-        raise StreamError(int(header.get("offset", 0)), "the snapshot arrived damaged (size or crc32)")
+        raise StreamError(offset, "the snapshot arrived damaged (size or crc32)")
     return header, data
 
 
-def _message(text: str, what: str) -> Any:
-    """A text message of the snapshot stream as JSON (rule 5); ValueError, naming it, for
-    one that is not (a non-finite number included), as json.loads raised before."""
+def _offset_of(header: dict[str, Any]) -> int:
+    """The offset a header names, for the `StreamError`s after it: 0 when it names none
+    that is an integer (a text, a float or `true` is no offset, and `int()` of a list or
+    of "x" would raise a TypeError or ValueError of its own)."""
+    offset = header.get("offset")
+    return offset if type(offset) is int else 0
+
+
+_EXPECTED = {
+    "header": 'a JSON object {"type": "snapshot", "epoch": ..., "offset": ...}',
+    "end message": 'a JSON object {"type": "end", "bytes": ..., "crc32": ...}',
+}
+
+
+def _message(text: str, what: str, offset: int) -> Any:
+    """A text message of the snapshot stream as JSON (rule 5); `StreamError` at `offset`,
+    naming it, what the decoder said and what was expected, for one that is not (a
+    non-finite number included: dbsvc/strictjson.py)."""
     try:
         return strict_loads(text)
     except ValueError as exc:
-        raise ValueError(f"the snapshot stream's {what} is not JSON: {exc}") from None
+        raise StreamError(
+            offset, f"the snapshot stream's {what} is not JSON: {exc}; expected {_EXPECTED[what]}"
+        ) from None

@@ -1,20 +1,22 @@
 """A replica's start (dbsvc/replica/follower.py rules 1, 2 and 8), in process over a scripted
 primary (tests/support/follower_kit.py): the first bootstrap, what refuses the start and what
-only leaves it unready, a bootstrap snapshot that is damaged or of another epoch never
-installed, and the writer lock handed on to the store a bootstrap opens.
+only leaves it unready, a bootstrap snapshot that is damaged (never installed: the start goes
+on and it is fetched again) or of another epoch (never installed), and the writer lock handed on to the store a bootstrap opens.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
 import zlib
 from typing import Any
 
 import pytest
 
-from dbsvc.errors import ConfigError, CorruptLog, StreamError
-from dbsvc.storage import Store
+from dbsvc.errors import ConfigError
+from dbsvc.storage import Store, files
 from support.follower_kit import (
     EPOCH_A,
     EPOCH_B,
@@ -137,16 +139,44 @@ def without_offset(header: str) -> str:
             epoch_stream(EPOCH_A, 5)[1:],
             "replication frame at offset 0: the snapshot stream did not start with its header",
         ),
+        (
+            ["{" + epoch_stream(EPOCH_A, 5)[0]] + epoch_stream(EPOCH_A, 5)[1:],
+            "replication frame at offset 0: the snapshot stream's header is not JSON: Expecting property name "
+            "enclosed in double quotes: line 1 column 2 (char 1); "
+            'expected a JSON object {"type": "snapshot", "epoch": ..., "offset": ...}',
+        ),
+        (
+            epoch_stream(EPOCH_A, 5)[:2] + [end_with(crc32=float("nan"))],
+            "replication frame at offset 5: the snapshot stream's end message is not JSON: NaN is not valid JSON "
+            '(RFC 8259 §6: numbers are finite); expected a JSON object {"type": "end", "bytes": ..., "crc32": ...}',
+        ),
     ],
-    ids=["size", "crc", "type", "not-end", "header-without-offset", "no-header"],
+    ids=["size", "crc", "type", "not-end", "header-without-offset", "no-header", "header-not-json", "end-nan"],
 )
-def test_a_damaged_bootstrap_snapshot_is_never_installed(replica, stream, message):
+def test_a_damaged_bootstrap_snapshot_is_never_installed_and_the_start_goes_on(replica, caplog, stream, message):
+    # It escaped prepare() (a StreamError, or a bare ValueError for text that is not JSON):
+    # the replica process died at start with a traceback. Damage on the way is transient.
     primary = ScriptedPrimary(body(EPOCH_A, 5), epochs=[stream])
     node = replica(primary)
-    with pytest.raises(StreamError) as info:
-        node.follower.prepare()
-    assert str(info.value) == message
-    assert node.store.epoch != EPOCH_A
+    node.follower.prepare()
+    assert (node.status.state, node.status.error) == ("reconnecting", f"bootstrap failed: {message}")
+    assert ("WARNING", f"bootstrap from {URL} failed ({message}); retrying while serving") in [
+        (r.levelname, r.getMessage()) for r in caplog.records
+    ]
+    assert node.status.synced is False and node.status.bootstraps == 0  # not ready (rule 8)
+    assert (node.store.epoch != EPOCH_A, node.store.head_offset) == (True, 0)
+
+
+def test_a_replica_whose_bootstrap_snapshot_arrived_damaged_at_start_fetches_it_again(replica):
+    header, data, end = epoch_stream(EPOCH_A, 2, range(1, 3), hist=history(H1))
+    damaged = data[:20] + bytes([data[20] ^ 1]) + data[21:]  # the crc32 of the end message no longer holds
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[[header, damaged, end], [header, data, end]])
+    primary.streams = [[insert(3)]]
+    node = replica(primary).start()
+    assert node.status.error == f"bootstrap failed: replication frame at offset 2: {DAMAGED}"
+    node.wait("following at 3", lambda: node.store.head_offset == 3 and node.status.state == "following")
+    assert (node.store.epoch, node.user_ids(), node.status.bootstraps) == (EPOCH_A, [1, 2, 3], 1)
+    assert node.status.synced is True and node.status.error is None
 
 
 def test_a_snapshot_in_several_messages_is_joined_whole(replica):
@@ -219,9 +249,11 @@ def test_a_snapshot_whose_lines_do_not_verify_names_where_it_came_from(replica):
     end = json.dumps({"type": "end", "bytes": len(damaged), "crc32": zlib.crc32(damaged)})
     primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[header, damaged, end]])
     node = replica(primary)
-    with pytest.raises(CorruptLog) as info:
-        node.follower.prepare()
-    assert info.value.path == f"{URL}/replicate/snapshot"
+    node.follower.prepare()  # a CorruptLog escaped it: transient now, as any damage on the way
+    assert node.status.error == (
+        f"bootstrap failed: {URL}/replicate/snapshot: corrupt at byte 0: snapshot line checksum mismatch"
+    )
+    assert node.status.state == "reconnecting"
     assert node.store.epoch != EPOCH_A
 
 
@@ -241,3 +273,44 @@ def test_start_up_reports_the_primarys_head(replica, offset, expected):
     assert node.status.synced is True
     assert node.status.primary_offset == expected
     assert node.status.report(0)["lag_offsets"] == expected
+
+
+class _NoRoomForASnapshot(files.FileOps):
+    """A disk without room for the first `snapshot.new` written (ENOSPC on its first write),
+    every other file operation done as the system does it."""
+
+    def __init__(self) -> None:
+        self.watched: set[int] = set()
+        self.refused = 0
+
+    def open(self, path: str, flags: int, mode: int = 0o777) -> int:  # type: ignore[override]
+        fd = os.open(path, flags, mode)
+        if path.endswith("snapshot.new") and not self.refused:
+            self.watched.add(fd)
+        return fd
+
+    def write(self, fd: int, data: bytes) -> int:  # type: ignore[override]
+        if fd in self.watched:
+            self.watched.clear()
+            self.refused += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return os.write(fd, data)
+
+
+def test_a_bootstrap_the_disk_has_no_room_for_keeps_the_store_open_and_is_fetched_again(replica):
+    # The failed install left the store closed (its lock let go with it) while the replica
+    # went on serving it; it is opened again now, the lock kept, the tenant as it was.
+    stream = epoch_stream(EPOCH_A, 2, range(1, 3), hist=history(H1))
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)), epochs=[stream, stream])
+    primary.streams = [[insert(3)]]
+    node = replica(primary)
+    with files.use(_NoRoomForASnapshot()) as disk:
+        node.follower.prepare()
+    assert disk.refused == 1
+    assert node.status.error == "bootstrap failed: [Errno 28] No space left on device"
+    assert len(node.locks) == 2 and node.locks[1] is not None  # reopened with the lock it kept
+    assert (node.store.head_offset, node.store.epoch != EPOCH_A) == (0, True)
+    assert not os.path.exists(os.path.join(node.directory, "snapshot.new"))
+    node.follower.start(node.loop)
+    node.wait("following at 3", lambda: node.store.head_offset == 3 and node.status.state == "following")
+    assert (node.store.epoch, node.user_ids(), node.status.bootstraps) == (EPOCH_A, [1, 2, 3], 1)

@@ -61,9 +61,50 @@ def test_a_stream_without_a_json_object_first_is_a_stream_error_at_offset_0(firs
     assert str(info.value) == f"replication frame at offset 0: {reason}"
 
 
-def test_a_header_that_is_not_json_is_a_value_error():
-    with pytest.raises(ValueError):
-        read_snapshot_header(Played("{not json"))
+NOT_JSON = [
+    ("{not json", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ('{"offset": NaN}', "NaN is not valid JSON (RFC 8259 §6: numbers are finite)"),
+    ('{"offset": -Infinity}', "-Infinity is not valid JSON (RFC 8259 §6: numbers are finite)"),
+    ('{"offset": 1e400}', "the number 1e400 is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)"),
+]
+HEADER_EXPECTED = 'expected a JSON object {"type": "snapshot", "epoch": ..., "offset": ...}'
+END_EXPECTED = 'expected a JSON object {"type": "end", "bytes": ..., "crc32": ...}'
+
+
+@pytest.mark.parametrize("text, words", NOT_JSON, ids=["broken", "nan", "infinity", "1e400"])
+def test_a_header_that_is_not_json_is_a_stream_error_naming_what_was_expected(text, words):
+    # It was a bare ValueError, which the follower's start did not take for damage.
+    stream = Played(text, b"abc", end(b"abc"))
+    with pytest.raises(StreamError) as info:
+        read_snapshot(stream)
+    assert info.value.offset == 0
+    assert info.value.reason == f"the snapshot stream's header is not JSON: {words}; {HEADER_EXPECTED}"
+    assert stream.messages == [b"abc", end(b"abc")]  # nothing read after it
+
+
+@pytest.mark.parametrize("text, words", NOT_JSON, ids=["broken", "nan", "infinity", "1e400"])
+def test_an_end_message_that_is_not_json_is_a_stream_error_at_the_headers_offset(text, words):
+    with pytest.raises(StreamError) as info:
+        read_snapshot(Played(HEADER, b"abc", text))
+    assert (info.value.offset, info.value.reason) == (
+        7,
+        f"the snapshot stream's end message is not JSON: {words}; {END_EXPECTED}",
+    )
+
+
+@pytest.mark.parametrize("offset", ['"7"', "[7]", "{}", "7.5", "true", "null"])
+def test_a_header_offset_that_is_no_integer_names_offset_0_when_the_end_is_damaged(offset):
+    # int() of a list or a dict was a TypeError, of "x" a ValueError, and 7.5 named offset 7.
+    header = f'{{"type": "snapshot", "epoch": "e1", "offset": {offset}}}'
+    with pytest.raises(StreamError) as info:
+        read_snapshot(Played(header, b"abc", end(b"abd")))
+    assert (info.value.offset, info.value.reason) == (0, "the snapshot arrived damaged (size or crc32)")
+
+
+def test_an_end_message_that_is_no_object_is_a_stream_error():
+    with pytest.raises(StreamError) as info:
+        read_snapshot(Played(HEADER, b"abc", "[1]"))
+    assert (info.value.offset, info.value.reason) == (7, "the snapshot stream's end message is not an object")
 
 
 def test_the_whole_snapshot_is_its_binary_messages_joined_and_checked_by_the_end_message():

@@ -4,7 +4,10 @@ server writes one, so a corrupt or foreign primary's is refused as that reader r
 other text that is not JSON (dbsvc/strictjson.py's words), before anything of it is kept:
 
 - `dbsvc replicate`: a frame is a FrameError that ends the run, FILE holding the frames
-  before it; a `/snapshot` answer is retried like a failed one, FILE untouched;
+  before it; a `/snapshot` answer is retried like a failed one, FILE untouched; the head
+  frame a run compares with FILE's last (`same_row`, consumer.py rule 7) is never the same
+  row when either holds one (json.loads read `1e400` and `1e999` as one inf), and a server's
+  head frame holding one is its FrameError, FILE and its history record untouched;
 - a read replica: its primary's `/snapshot` answer, and the snapshot stream it bootstraps
   from (a row, the header, the end message), make it reconnect, its store as it was: the
   same epoch, head and records, still serving.
@@ -23,7 +26,8 @@ import zlib
 
 import pytest
 
-from dbsvc.replica.consumer import FrameError, ReplicaError
+from dbsvc.errors import HistoryDiverged
+from dbsvc.replica.consumer import FrameError, ReplicaError, same_row
 from support.follower_kit import EPOCH_A, EPOCH_B, H1, H2, body, epoch_stream, history, insert
 from support.replica_kit import Primary, frame, payload
 from support.replica_kit import run_replicate as run
@@ -55,6 +59,66 @@ def test_a_frame_holding_a_non_finite_number_ends_the_consumers_run_and_is_never
     assert str(status) == f"bad frame at offset 3: payload is not JSON ({refusal(word)})"
     assert out.read_bytes() == F1 + F2
     assert p.paths == ["/replicate?after=0"]
+
+
+def scored(at: int, number: bytes, watermark: int | None = None) -> bytes:
+    """The frame of a User insert at `at` whose record's score is the text `number`."""
+    body = payload(at, record={"id": at, "score": 0.5}, **({} if watermark is None else {"watermark": watermark}))
+    return frame(at, body.replace(b"0.5", number))
+
+
+@pytest.mark.parametrize(
+    "theirs, mine",
+    [
+        (scored(2, b"1e400"), scored(2, b"1e999")),  # json.loads would read one inf: the same row
+        (scored(2, b"1e400", watermark=1), scored(2, b"1e400")),  # renumbered: equal but for it
+        (scored(2, b"-1e400", watermark=1), scored(2, b"-1e400")),
+        (scored(2, b"NaN", watermark=1), scored(2, b"0.5")),
+        (scored(2, b"0.5", watermark=1), scored(2, b"Infinity")),  # FILE's holds it
+    ],
+    ids=["1e400-1e999", "1e400-renumbered", "-1e400-renumbered", "theirs-nan", "mine-infinity"],
+)
+def test_a_head_frame_holding_a_non_finite_number_is_never_the_same_row(theirs, mine):
+    assert not same_row(theirs, mine)
+
+
+@pytest.mark.parametrize("word", WORDS, ids=lambda w: w.decode())
+def test_a_servers_head_frame_holding_a_non_finite_number_is_a_frame_error_and_file_kept(primary, tmp_path, word):
+    # It ended the run as a divergence (exit 3, "start a new replica file"): the frame is bad.
+    out = tmp_path / "r.log"
+    out.write_bytes(F1 + F2)
+    p = primary(lambda attempt, after: [scored(2, word, watermark=1), frame(3)] if attempt == 0 else 403)
+    status, _err = run(p.base, out=str(out))
+    assert isinstance(status, FrameError)
+    assert str(status) == f"bad frame at offset 2: payload is not JSON ({refusal(word)})"
+    assert out.read_bytes() == F1 + F2
+    assert not (tmp_path / "r.log.history").exists()
+    assert p.paths == ["/replicate?after=1"]
+
+
+def test_a_file_whose_head_frame_holds_1e400_is_not_continued_by_the_servers_1e400(primary, tmp_path):
+    # json.loads would take the two for one row (inf == inf) and append after it; strict, the
+    # server's is a bad frame (it ended the run as a divergence before, exit 3).
+    out = tmp_path / "r.log"
+    out.write_bytes(F1 + scored(2, b"1e400"))
+    before = out.read_bytes()
+    p = primary(lambda attempt, after: [scored(2, b"1e400", watermark=1), frame(3)] if attempt == 0 else 403)
+    status, _err = run(p.base, out=str(out))
+    assert isinstance(status, FrameError)
+    assert str(status) == f"bad frame at offset 2: payload is not JSON ({refusal(b'1e400')})"
+    assert out.read_bytes() == before
+
+
+def test_a_file_whose_head_frame_holds_nan_is_another_history_than_a_good_frame(primary, tmp_path):
+    out = tmp_path / "r.log"
+    out.write_bytes(F1 + scored(2, b"NaN"))
+    before = out.read_bytes()
+    p = primary(lambda attempt, after: [scored(2, b"0.5", watermark=1), frame(3)] if attempt == 0 else 403)
+    status, _err = run(p.base, out=str(out))
+    assert isinstance(status, HistoryDiverged)
+    assert "the server's frame at offset 2 differs from the one" in str(status)
+    assert out.read_bytes() == before
+    assert not (tmp_path / "r.log.history").exists()
 
 
 class _RawSnapshot(Primary):
