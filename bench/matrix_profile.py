@@ -40,7 +40,7 @@ PARTS = [
         r"dbsvc/storage/(bucketplan|seek|buckets|sortedlist|query|conditions|indexes|keycolumns|orders|walks)\.py",
     ),
     ("storage: the page's records", r"dbsvc/storage/(shown|idmap|rows)\.py"),
-    ("list query parse, Link, caches", r"dbsvc/(parsedlists|operators|readcache|admission)\.py"),
+    ("list query parse, Link, caches", r"dbsvc/(parsedlists|operators|cursors|readcache|admission)\.py"),
     *LAYERS,
 ]
 
