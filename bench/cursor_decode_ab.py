@@ -17,6 +17,8 @@ import os
 import subprocess
 import sys
 
+from usage import check_argv
+
 CHILD = r"""
 import gc, json, sys, time
 from pathlib import Path
@@ -78,4 +80,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_argv(__doc__, 2)
     main()

@@ -40,6 +40,8 @@ import sys
 import time
 from bisect import bisect_left, bisect_right
 
+from usage import check_argv
+
 CURSORS = 5000
 ASKED = int(os.environ.get("ASKED", "20000"))
 RECORDS = int(os.environ.get("RECORDS", "20000"))
@@ -222,6 +224,7 @@ def pair(old: str, new: str, data: str) -> None:
 
 
 if __name__ == "__main__":
+    check_argv(__doc__, 4 if sys.argv[1:2] == ["--pair"] else 2)
     if sys.argv[1] == "--pair":
         pair(*sys.argv[2:5])
     else:

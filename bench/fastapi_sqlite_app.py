@@ -285,15 +285,16 @@ def build_app(path: str, variant: str):  # type: ignore[no-untyped-def]
 
 
 def main(argv: list[str]) -> int:
-    import uvicorn
-
     parser = argparse.ArgumentParser(description="FastAPI + SQLite BlogPost service (bench yardstick)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     path = os.environ.get("FASTAPI_BENCH_DB")
     if not path:
-        raise SystemExit("FASTAPI_BENCH_DB must name the SQLite file")
+        parser.error("FASTAPI_BENCH_DB must name the SQLite file, e.g. FASTAPI_BENCH_DB=/tmp/x/blog.sqlite")
+
+    import uvicorn  # after the arguments: --help and a usage error need no server package
+
     variant = os.environ.get("FASTAPI_BENCH_VARIANT", "async")
     create_schema(path)
     app = build_app(path, variant)

@@ -33,6 +33,9 @@ import sys
 import time
 from typing import Any
 
+from usage import check_argv
+
+check_argv(__doc__, 2)
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import open_app  # noqa: E402

@@ -26,6 +26,8 @@ from itertools import repeat
 from operator import getitem
 from pathlib import Path
 
+from usage import check_argv
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from replication_replica import log_frames  # noqa: E402
@@ -46,7 +48,10 @@ def _model(name: str):  # noqa: ANN202 (a compiled model)
 
 
 def share(data: Path) -> None:
-    from dbsvc.storage.followrun import _rows
+    try:
+        from dbsvc.storage.followrun import rows_and_columns
+    except ImportError:  # a tree from before the name was public
+        from dbsvc.storage.followrun import _rows as rows_and_columns
     from dbsvc.storage.rows import SCAN, pack_many, stored_from_texts
 
     _module, model = _model("User")
@@ -58,7 +63,7 @@ def share(data: Path) -> None:
     for at in range(0, len(frames), GROUP):
         texts = [frame[16:].decode() for frame in frames[at : at + GROUP]]
         starts = [text.find('"record":') + 9 for text in texts]
-        values, columns = _rows(model, [SCAN(text, start)[0] for text, start in zip(texts, starts)])
+        values, columns = rows_and_columns(model, [SCAN(text, start)[0] for text, start in zip(texts, starts)])
 
         def packed() -> list[bytes] | None:
             return pack_many(model.fields, values)
@@ -106,4 +111,5 @@ def apply(data: Path) -> None:
 
 
 if __name__ == "__main__":
+    check_argv(__doc__, 2, ("share", "apply"))
     {"share": share, "apply": apply}[sys.argv[1]](Path(sys.argv[2]))

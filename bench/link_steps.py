@@ -17,6 +17,9 @@ import random
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 1)
 CODE = sys.argv[1]
 sys.path[:0] = [CODE]
 from dbsvc.compiler import compile_schema  # noqa: E402

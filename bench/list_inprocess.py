@@ -30,6 +30,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from usage import check_argv
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
@@ -146,4 +148,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    check_argv(__doc__, 2)
     raise SystemExit(main(sys.argv[1:]))

@@ -19,6 +19,8 @@ import random
 import sys
 import time
 
+from usage import check_argv
+
 from dbsvc.storage.fenwick import Fenwick
 from dbsvc.storage.indexes import OrderedIndex
 from dbsvc.storage.sortedlist import sublist_slice
@@ -68,4 +70,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    check_argv(__doc__, 0)
     main()

@@ -42,6 +42,9 @@ import statistics
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 2)
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from array import array  # noqa: E402

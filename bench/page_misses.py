@@ -23,6 +23,9 @@ import os
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 2)
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import filtered_cursor_targets, open_app, request  # noqa: E402

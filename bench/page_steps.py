@@ -19,6 +19,9 @@ import os
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 3)
 CODE = sys.argv[1]
 DATA = sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]

@@ -25,6 +25,9 @@ from dataclasses import fields
 from itertools import repeat
 from operator import attrgetter
 
+from usage import check_argv
+
+check_argv(__doc__, 2)
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import filtered_cursor_targets, open_app, request  # noqa: E402

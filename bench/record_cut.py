@@ -28,6 +28,9 @@ import random
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 2)
 PAGES = sys.argv[1] == "--pages"
 OLD, NEW = sys.argv[2] if PAGES else sys.argv[1], sys.argv[2]
 sys.path[:0] = [NEW]

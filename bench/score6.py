@@ -28,6 +28,9 @@ import statistics
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 3)
 CODE, DATA20K, DATA1M = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import open_app, request  # noqa: E402

@@ -24,6 +24,9 @@ import random
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 2)
 CODE, DATA = sys.argv[1], sys.argv[2]
 RECORDS = int(sys.argv[3]) if len(sys.argv) > 3 else 20000
 sys.path[:0] = [CODE]

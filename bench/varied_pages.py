@@ -32,6 +32,9 @@ import random
 import sys
 import time
 
+from usage import check_argv
+
+check_argv(__doc__, 2)
 CODE, DATA = sys.argv[1], sys.argv[2]
 sys.path[:0] = [CODE, CODE + "/bench"]
 from pages_kit import open_app, request  # noqa: E402

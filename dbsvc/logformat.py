@@ -61,7 +61,10 @@ SPAN_LOGGER = "dbsvc.http.request"
 _second_cache: list[Any] = [-1, ""]
 
 
-def _timestamp(created: float) -> str:
+def format_timestamp(created: float) -> str:
+    """`created` (seconds since the epoch) as every line writes it, UTC to the millisecond:
+    `2026-11-30T10:13:20.007Z`; the second formatted once a second (`_second_cache`).
+    Public so that a test counts its calls: the span lines must not format each second anew."""
     second = int(created)
     if second != _second_cache[0]:
         _second_cache[0] = second
@@ -92,7 +95,7 @@ def redact(text: str) -> str:
 SPAN_FIELDS = ("method", "path", "status", "duration_ms", "bytes", "request_id")
 
 
-# A timestamp's milliseconds as `_timestamp` writes them: "007"
+# A timestamp's milliseconds as `format_timestamp` writes them: "007"
 _THOUSANDTHS = tuple(f"{n:03d}" for n in range(1000))
 # The decimals of a duration's microseconds as `str(round(ms, 3))` ends: ".0", ".5", ".25", ".125"
 _FRACTIONS = tuple(("." + f"{n:03d}".rstrip("0")) if n else ".0" for n in range(1000))
@@ -263,7 +266,7 @@ class TextFormat(LineFormat):
     ) -> str:
         if not message.isprintable():
             message = escape(message)
-        line = f"{_timestamp(created)} {level:>5} {target}: {message}"
+        line = f"{format_timestamp(created)} {level:>5} {target}: {message}"
         if fields:
             line += " " + " ".join(f"{key}={field_text(value)}" for key, value in fields.items())
         if self.worker is not None:
@@ -277,7 +280,7 @@ class TextFormat(LineFormat):
         admits only token characters in a method, and a request id is `[A-Za-z0-9._-]`
         (message.RequestIds). The duration is `duration_parts`' two pieces, the text
         `str(round(duration_ms, 3))` writes. Not redacted here: the handler redacts the batch."""
-        # `_timestamp`'s text, its second kept in `_second_cache`; its milliseconds from a table
+        # `format_timestamp`'s text, its second kept in `_second_cache`; its milliseconds from a table
         second_cache = _second_cache
         thousandths = _THOUSANDTHS
         fractions = _FRACTIONS
@@ -288,7 +291,7 @@ class TextFormat(LineFormat):
             if not path.isprintable() or " " in path or '"' in path:
                 path = field_text(path)
             if int(created) != second_cache[0]:
-                _timestamp(created)
+                format_timestamp(created)
             # duration_parts inlined: this loop runs once a request
             micros = duration_ms * 1000.0
             millis: int | str = ""
@@ -319,7 +322,12 @@ class JsonFormat(LineFormat):
         fields: dict[str, Any] | None,
         error: str | None = None,
     ) -> str:
-        payload: dict[str, Any] = {"ts": _timestamp(created), "level": level, "target": target, "message": message}
+        payload: dict[str, Any] = {
+            "ts": format_timestamp(created),
+            "level": level,
+            "target": target,
+            "message": message,
+        }
         if fields:
             for key, value in fields.items():
                 payload.setdefault(key, value)
@@ -338,7 +346,7 @@ class JsonFormat(LineFormat):
         for t in spans:
             line = dumps(
                 {
-                    "ts": _timestamp(t[0]),
+                    "ts": format_timestamp(t[0]),
                     "level": "INFO",
                     "target": SPAN_LOGGER,
                     "message": "request",

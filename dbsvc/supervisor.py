@@ -266,7 +266,7 @@ class Supervisor:
                 data, ancillary, _flags, _address = inbox.recvmsg(4096, socket.CMSG_SPACE(12))
             except BlockingIOError:
                 return
-            pid = _sender(ancillary)
+            pid = notification_sender(ancillary)
             child = next((c for c in self.children if c.proc is not None and c.proc.pid == pid), None)
             if child is None or b"READY=1" not in data.split(b"\n"):
                 continue
@@ -335,8 +335,10 @@ class Supervisor:
             writer.proc.kill()
 
 
-def _sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
-    """The pid of a notification's sender (SCM_CREDENTIALS: pid, uid, gid), if of our user."""
+def notification_sender(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The pid of a notification's sender (SCM_CREDENTIALS: pid, uid, gid), if of our user
+    (rule 2). Public so that the rule is tested on the ancillary data of real datagrams
+    without a worker to send them."""
     for level, kind, data in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= 12:
             pid, uid, _gid = struct.unpack("3i", data[:12])

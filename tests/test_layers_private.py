@@ -10,6 +10,12 @@ when the class renames it and tests what the class keeps, not what it answers
 A test file's own private names (its helpers, its classes' state) are its own business, and
 patching a module's private function is not state. `TESTS_READING_STATE` lists the reads
 left, each with why; one no longer made must leave the list.
+
+And the tests reach no private name of dbsvc at all: no `from dbsvc.x import _name`, no
+`module._name`, no `Class._name` of a class imported from dbsvc, no `setattr(module,
+"_name", ...)`. A rule or a kernel worth a test of its own gets a public name whose
+docstring says why; an order of events is made by the fault seam (storage/files.py
+`FaultPlan`, `OP:N:HOLD=<path>`), not by a patched private function.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from support.importscan import ROOT, Source, Violation, all_modules, part_of, report, scan, sources
+from support.importscan import ROOT, Source, Violation, all_modules, imports_in, part_of, report, scan, sources
 
 
 def dotted_name(node: ast.expr) -> str | None:
@@ -249,6 +255,120 @@ def test_no_test_reads_private_state_of_a_dbsvc_object_but_those_listed():
                 Violation(relative, f"{relative}: reads .{name} no more: take it off TESTS_READING_STATE")
             )
     report(violations, "no test reads a dbsvc object's private state (but TESTS_READING_STATE)")
+
+
+# A test file that may reach a private name: `x._name` (not self's or cls's), a private name
+# in an import (on its line or alone on one of a parenthesised list's), or a `setattr(`.
+CANDIDATE = re.compile(
+    r"(?<!\bself)(?<!\bcls)\._[A-Za-z]|import[^\n]*[\s,(]_[A-Za-z]|^\s+_[A-Za-z]\w*,?\s*$|setattr\(", re.M
+)
+
+
+def sources_of_the_tests() -> Iterator[Source]:
+    """The test files that import dbsvc and hold a candidate, parsed (a parse costs more than
+    the search: one in seven is parsed)."""
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "dbsvc" not in text or not CANDIDATE.search(text):
+            continue
+        relative = path.relative_to(ROOT).as_posix()
+        module = relative[: -len(".py")].replace("/", ".")
+        yield Source(path, relative, module, ast.parse(text, relative))
+
+
+def patched_private_names(source: Source, modules: frozenset[str]) -> Iterator[Violation]:
+    """`setattr(module, "_name", ...)` (monkeypatch's or the builtin's) where `module` is a
+    name this file bound to a dbsvc module: a private name replaced by its name."""
+    bound = {
+        alias.asname or alias.name: f"{node.module}.{alias.name}"
+        for node in ast.walk(source.tree)
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level
+        for alias in node.names
+        if f"{node.module}.{alias.name}" in modules
+    }
+    for node in ast.walk(source.tree):
+        if (
+            isinstance(node, ast.Call)
+            and dotted_name(node.func) in ("setattr", "monkeypatch.setattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in bound
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and is_private(node.args[1].value)
+        ):
+            yield Violation(
+                source.relative,
+                f"{source.relative}:{node.lineno}: {node.args[0].id}.{node.args[1].value} patched: "
+                f"{node.args[1].value} is private to {bound[node.args[0].id]}; ask it for a public name",
+            )
+
+
+def reached_through_an_imported_name(source: Source, modules: frozenset[str]) -> Iterator[Violation]:
+    """`Name._name` where `Name` is a class or function this file imported from a dbsvc
+    module (`VerifyKey._ec_checker`): a private member reached from outside."""
+    imported = {
+        alias.asname or alias.name: node.module
+        for node in ast.walk(source.tree)
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level and part_of(node.module) is not None
+        for alias in node.names
+        if f"{node.module}.{alias.name}" not in modules
+    }
+    for node in ast.walk(source.tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in imported
+            and is_private(node.attr)
+            and node.attr not in NAMED_TUPLE_API
+        ):
+            yield Violation(
+                source.relative,
+                f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
+                f"{node.attr} is private to {imported[node.value.id]}.{node.value.id}; ask it for a public name",
+            )
+
+
+def test_no_test_imports_reaches_or_patches_a_private_name_of_dbsvc():
+    """The tests drive public surfaces: no `from dbsvc.x import _name`, no `module._name`, no
+    `setattr(module, "_name", ...)`. A rule or kernel worth testing alone gets a public name
+    whose docstring says so (auth/settings.py `env_value`, storage/followrun.py `column_keys`)."""
+    modules = all_modules()
+    violations = []
+    for source in sources_of_the_tests():
+        for found in imports_in(
+            source.tree, source.module, source.relative, source.path.name == "__init__.py", modules
+        ):
+            if part_of(found.target) is not None:
+                violations.extend(
+                    Violation(source.relative, f"{found.where()}: {name} is private to {found.target}")
+                    for name in found.names
+                    if is_private(name)
+                )
+        violations.extend(private_reach(source, modules))
+        violations.extend(patched_private_names(source, modules))
+        violations.extend(reached_through_an_imported_name(source, modules))
+    report(violations, "no test imports, reaches or patches a private name of dbsvc")
+
+
+def test_the_test_scanner_finds_a_private_name_patched():
+    tree = ast.parse(
+        "from dbsvc.storage import heap\nimport os\n"
+        "monkeypatch.setattr(heap, '_MADVISE', None)\nsetattr(heap, 'MADVISE', None)\n"
+        "monkeypatch.setattr(os, '_exit', None)\n"
+    )
+    source = Source(Path("sample.py"), "sample.py", "tests.sample", tree)
+    found = list(patched_private_names(source, frozenset({"dbsvc.storage.heap"})))
+    assert [violation.message.split(": ")[1] for violation in found] == ["heap._MADVISE patched"]
+
+
+def test_the_test_scanner_finds_a_private_member_of_an_imported_class():
+    tree = ast.parse(
+        "from dbsvc.auth.keys import VerifyKey\nVerifyKey._ec_checker('ES256', k)\nVerifyKey(a, b, c).verify\n"
+    )
+    source = Source(Path("sample.py"), "sample.py", "tests.sample", tree)
+    found = list(reached_through_an_imported_name(source, frozenset({"dbsvc.auth.keys"})))
+    assert [violation.message.split(": ")[1] for violation in found] == ["VerifyKey._ec_checker"]
 
 
 def test_the_test_scanner_finds_a_read_of_state_and_leaves_the_files_own_names():

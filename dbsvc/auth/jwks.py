@@ -112,7 +112,11 @@ def parse_max_age(cache_control: str | None) -> float | None:
     return None
 
 
-def _origin(url: str) -> tuple[str, str, int]:
+def origin_of(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of `url`, the scheme and host lower-cased and the port the
+    scheme's default when none is written (RFC 6454 section 4): what a redirect must keep to
+    be followed. Public so that the rule is tested on its own, URL by URL, beside the
+    redirects a real server answers."""
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.lower()
     default = 443 if scheme == "https" else 80
@@ -130,7 +134,7 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
         self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: HTTPMessage, newurl: str
     ) -> urllib.request.Request | None:
         target = urllib.parse.urljoin(req.full_url, newurl)
-        if _origin(target) != self._origin:
+        if origin_of(target) != self._origin:
             raise urllib.error.HTTPError(req.full_url, code, "redirect to another origin refused", headers, fp)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
@@ -140,7 +144,7 @@ def fetch_jwks(url: str, alg: str, *, timeout: float, max_bytes: int) -> tuple[K
     response's max-age (None when it gave none). Raises JwksError, with a message
     that is safe to log, for every failure."""
     deadline = time.monotonic() + timeout
-    opener = urllib.request.build_opener(_SameOriginRedirects(_origin(url)))
+    opener = urllib.request.build_opener(_SameOriginRedirects(origin_of(url)))
     request = urllib.request.Request(
         url, headers={"Accept": "application/jwk-set+json, application/json", "User-Agent": "dbsvc"}
     )

@@ -93,7 +93,9 @@ VARIABLES = {
 T = TypeVar("T")
 
 
-def _get(environ: Mapping[str, str], name: str) -> str | None:
+def env_value(environ: Mapping[str, str], name: str) -> str | None:
+    """Rule 2: the variable's value stripped, None when it is unset, empty or blank. Public,
+    as each rule's own step below is, so that each rule is tested alone, word for word."""
     value = environ.get(name)
     if value is None:
         return None
@@ -105,13 +107,14 @@ def _text(value: str, name: str) -> str:
     return value
 
 
-def _setting(
+def read_setting(
     environ: Mapping[str, str], schema_auth: AuthSettings, key: str, parse: Callable[[Any, str], T]
 ) -> T | None:
     """Rules 1 and 2 for one setting: the variable's value, else the `[auth]` key's, else
-    None (the caller's default); `parse(value, where)` names the one that was wrong."""
+    None (the caller's default); `parse(value, where)` names the one that was wrong. Public
+    for the rule's own test, as `env_value` is."""
     variable = VARIABLES[key]
-    raw = _get(environ, variable)
+    raw = env_value(environ, variable)
     if raw is not None:
         return parse(raw, variable)
     value = getattr(schema_auth, key)
@@ -149,7 +152,9 @@ def parse_leeway(value: str | int, name: str) -> int:
     return number
 
 
-def _check_jwks_url(url: str, name: str) -> str:
+def check_jwks_url(url: str, name: str) -> str:
+    """Rule 5: `url` when it is http(s) with a host, a valid port and no credentials, else
+    ConfigError naming `name`. Public, as `parse_alg` is, for the rule's own test."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
@@ -164,8 +169,10 @@ def _check_jwks_url(url: str, name: str) -> str:
     return url
 
 
-def _read_pem(value: str, name: str, schema_relative: str | None) -> tuple[bytes, str]:
-    """The PEM bytes named by `value` (a path, or the PEM text itself) and a label."""
+def read_pem(value: str, name: str, schema_relative: str | None) -> tuple[bytes, str]:
+    """Rule 4's read: the PEM bytes named by `value` (a path, or the PEM text itself) and a
+    label; a relative path is looked for beside the schema (`schema_relative`) too. Public,
+    as `parse_alg` is, for the rule's own test (the key it holds is checked afterwards)."""
     if value.lstrip().startswith("-----BEGIN"):
         return value.encode("ascii", "replace"), f"{name} (inline PEM)"
     path = value
@@ -194,8 +201,8 @@ def load_auth_config(environ: Mapping[str, str], schema_auth: AuthSettings, sche
     unreadable or invalid PEM, an RSA key under 2048 bits, a key that does not fit the
     algorithm, or a JWKS URL that is not http(s).
     """
-    env_pub = _get(environ, "SERVICE_JWT_PUBKEY")
-    env_jwks = _get(environ, "SERVICE_JWKS_URL")
+    env_pub = env_value(environ, "SERVICE_JWT_PUBKEY")
+    env_jwks = env_value(environ, "SERVICE_JWKS_URL")
     if env_pub and env_jwks:
         raise ConfigError(
             "SERVICE_JWT_PUBKEY and SERVICE_JWKS_URL are both set; set exactly one: "
@@ -215,9 +222,9 @@ def load_auth_config(environ: Mapping[str, str], schema_auth: AuthSettings, sche
     if not (pubkey or jwks_url):
         return None
 
-    alg = _setting(environ, schema_auth, "alg", parse_alg) or DEFAULT_ALG
-    leeway = _setting(environ, schema_auth, "leeway", parse_leeway)
-    tenant = _get(environ, "SERVICE_TENANT")  # its name passed dbsvc.config's check
+    alg = read_setting(environ, schema_auth, "alg", parse_alg) or DEFAULT_ALG
+    leeway = read_setting(environ, schema_auth, "leeway", parse_leeway)
+    tenant = env_value(environ, "SERVICE_TENANT")  # its name passed dbsvc.config's check
     if tenant is None:
         raise ConfigError(
             "SERVICE_TENANT is required when the token guard is on (SERVICE_JWT_PUBKEY or "
@@ -226,7 +233,7 @@ def load_auth_config(environ: Mapping[str, str], schema_auth: AuthSettings, sche
     pem: bytes | None = None
     source: str | None = None
     if pubkey:
-        pem, source = _read_pem(pubkey, pub_name, relative_to)
+        pem, source = read_pem(pubkey, pub_name, relative_to)
         require_guard_package(pub_name)
         from dbsvc.auth.keys import UnusableKey, load_pem_key  # imports cryptography
 
@@ -236,16 +243,16 @@ def load_auth_config(environ: Mapping[str, str], schema_auth: AuthSettings, sche
             raise ConfigError(f"{source}: {exc}; expected a PEM public key or certificate usable with {alg}") from None
     else:
         assert jwks_url is not None
-        jwks_url = _check_jwks_url(jwks_url, jwks_name)
+        jwks_url = check_jwks_url(jwks_url, jwks_name)
         require_guard_package(jwks_name)
 
     return AuthConfig(
         alg=alg,
         tenant=tenant,
-        tenant_claim=_setting(environ, schema_auth, "tenant_claim", _text) or DEFAULT_TENANT_CLAIM,
+        tenant_claim=read_setting(environ, schema_auth, "tenant_claim", _text) or DEFAULT_TENANT_CLAIM,
         leeway=DEFAULT_LEEWAY if leeway is None else leeway,
-        issuer=_setting(environ, schema_auth, "issuer", _text),
-        audience=_setting(environ, schema_auth, "audience", _text),
+        issuer=read_setting(environ, schema_auth, "issuer", _text),
+        audience=read_setting(environ, schema_auth, "audience", _text),
         pubkey_pem=pem,
         pubkey_source=source,
         jwks_url=jwks_url,

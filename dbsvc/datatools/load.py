@@ -183,8 +183,9 @@ class ImportReport:
         )
 
 
-class _Problems:
-    """Bad lines: the first MAX_SHOWN as `FILE:LINE: message`, and how many in all."""
+class Problems:
+    """Bad lines: the first MAX_SHOWN as `FILE:LINE: message`, and how many in all. Public:
+    `read_records` and `add_batch_problems` are handed one."""
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -208,7 +209,7 @@ def _violations(model: str, exc: RequestError) -> str:
 
 
 def read_records(
-    f: BinaryIO, module: Any, progress: Progress, problems: _Problems, chunk_bytes: int = CHUNK_BYTES
+    f: BinaryIO, module: Any, progress: Progress, problems: Problems, chunk_bytes: int = CHUNK_BYTES
 ) -> tuple[list[tuple[str, dict]], list[int], int, int]:
     """Step 2: (rows, the line number of each row, lines read, bytes of the longest line)
     of the file `f` (as `open_source` gives it), read `chunk_bytes` at a time (whole lines:
@@ -260,7 +261,13 @@ def may_be_near_the_record_limit(longest_line: int, module: Any, max_payload: in
     return 2 * 4 * bound + HEAD_RESERVE > max_payload  # batch.py rule 5: 4 bytes a character at most
 
 
-def _batch_problems(exc: BatchRejected, rows: list[tuple[str, dict]], numbers: list[int], problems: _Problems) -> None:
+def add_batch_problems(
+    exc: BatchRejected, rows: list[tuple[str, dict]], numbers: list[int], problems: Problems
+) -> None:
+    """Step 3's refusals into `problems`, each at its row's line: a clash with another row of
+    the file names that row's line, a @unique clash with none names the tenant, a record too
+    large names its model itself. Public so that each message is tested word for word
+    without a tenant that makes every kind of clash."""
     for index, error, other in exc.problems:
         where = ""
         if other is not None:
@@ -301,7 +308,7 @@ def import_file(
     open in step 4 treats the tenant exactly as a server starting on it would.
     `chunk_bytes`: the read size of step 2 (a test's seam; the command uses CHUNK_BYTES)."""
     report = ImportReport()
-    problems = _Problems(path)
+    problems = Problems(path)
     source, size = open_source(path)
     try:
         lock = WriterLock.acquire(directory)
@@ -322,7 +329,7 @@ def import_file(
             try:
                 checked.check_batch(rows, measure=may_be_near_the_record_limit(longest, module))
             except BatchRejected as exc:
-                _batch_problems(exc, rows, numbers, problems)
+                add_batch_problems(exc, rows, numbers, problems)
             finally:
                 checked.close()
                 del checked
@@ -344,7 +351,7 @@ def import_file(
                     store.fork_history()  # (storage/history.py rule 3), forked first
                 stored = store.insert_batch(rows)
             except BatchRejected as exc:  # a record the bound of step 3 let through: nothing written
-                _batch_problems(exc, rows, numbers, problems)
+                add_batch_problems(exc, rows, numbers, problems)
                 problems.raise_any()
                 raise
             finally:

@@ -48,7 +48,8 @@ after compaction step K; `epoch:N` fails or kills at the start of the Nth online
 part in memory (compactor.py `_enter_epoch`), past its commit point; `flush:N` fails
 or kills in the Nth pause an online compaction takes after a piece's fsync (snapshot.new,
 log.retained.new; online.py `WallPacer`), `collapse:N` in the Nth pause of the heap's
-collapse after one (compactor.py `settle`). `OP:N:HOLD=<path>`
+collapse after one (compactor.py `settle`), `rows:N` before the Nth model's rows are read
+for snapshot.new, the cut taken (online.py `_row_chunks`). `OP:N:HOLD=<path>`
 makes the Nth call wait, then do the work: it
 creates `<path>.held` and sleeps until `<path>` exists, so a test sees a slow fsync by order
 of events, not by the clock (tests/app/test_app_durable_answers.py: no answer leaves before

@@ -92,7 +92,7 @@ _DICT = {dict}
 # key its record follows.
 _INSERT = '{"kind":"insert","model":"'
 _RECORD = '"record":'
-# runtime.py `datetime_key`'s steps, a column at a time (`_column_keys`).
+# runtime.py `datetime_key`'s steps, a column at a time (`column_keys`).
 _ALL_BUT_LAST = slice(None, -1)
 _EPOCH = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
@@ -148,13 +148,14 @@ def plain_spans(fields: list[Any]) -> list[tuple[int, int, str | None]]:
     return spans
 
 
-def _rows(model: CompiledModel, records: list[dict]) -> tuple[list[Any], list[tuple[Any, ...]]]:
+def rows_and_columns(model: CompiledModel, records: list[dict]) -> tuple[list[Any], list[tuple[Any, ...]]]:
     """`model.row` of each record, and the same values a field at a time, for records that
     hold exactly the model's fields in order: each record's values as they are but an
     enum's, the model's member string (`row`'s contract, runtime.py `shared_values`). No
     Python call a record: a record's values are its dict's, read a column at a time straight
     from the dicts (no tuple a record made first, then made again once the members are in),
-    and the members are looked up a column at a time (bench/README.md, rep9's section)."""
+    and the members are looked up a column at a time (bench/README.md, rep9's section).
+    Public so that a test holds it to `model.row`, record by record."""
     columns = list(zip(*map(dict.values, records)))  # each record holds every field
     if not columns:
         return [], columns
@@ -167,11 +168,12 @@ def _rows(model: CompiledModel, records: list[dict]) -> tuple[list[Any], list[tu
     return list(zip(*columns)), columns
 
 
-def _column_keys(key: Callable[[Any], Any], column: tuple[Any, ...]) -> list[Any]:
+def column_keys(key: Callable[[Any], Any], column: tuple[Any, ...]) -> list[Any]:
     """`key` of each value of a column. A column of datetimes without a null is keyed by
     runtime.py `datetime_key`'s own steps (the text but its last character, `fromisoformat`,
     less the epoch, in microseconds) each mapped over the column: the same keys, or the same
-    exception, with no Python call a value (bench/README.md, rep10's section)."""
+    exception, with no Python call a value (bench/README.md, rep10's section). Public so
+    that a test holds it to `key` value by value, exceptions included."""
     if key is identity:
         return list(column)
     if key is datetime_key and None not in column:
@@ -189,7 +191,7 @@ def _checked_values(
     None for None) and the values a field at a time (the columns): what tableruns.py
     `insert_run` would compute again; else None. The records hold exactly the model's
     fields in order (`_whole_records`)."""
-    values, columns = _rows(model, records)
+    values, columns = rows_and_columns(model, records)
     fit = _fit_of(model)
     types = [set(map(type, column)) for column in columns]
     if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
@@ -202,7 +204,7 @@ def _checked_values(
     for _name, position, key, int64 in fit.keyed:
         try:
             # A key of None is None; an int64 column stored as its own key needs no call a value.
-            made = keys[position] = _column_keys(key, columns[position])
+            made = keys[position] = column_keys(key, columns[position])
         except (ValueError, TypeError, OverflowError):
             return None
         if int64 and None in made:

@@ -70,9 +70,11 @@ MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25
 HUGE_PAGE = 1 << 21
 
 
-def _find_madvise() -> Callable[[int, int, int], int] | None:
+def find_madvise() -> Callable[[int, int, int], int] | None:
     """madvise(2) from the process's own C library, looked up once: the collapse calls it
-    once a huge page (`collapse_in_pieces`), ~1,000 times after a compaction at 1M."""
+    once a huge page (`collapse_in_pieces`), ~1,000 times after a compaction at 1M. Public
+    so that a test asks again what the import found: its argument and result types are
+    what make a 64-bit address and the kernel's answer pass."""
     try:
         madvise = ctypes.CDLL(None, use_errno=True).madvise
     except (OSError, AttributeError, TypeError):
@@ -82,7 +84,9 @@ def _find_madvise() -> Callable[[int, int, int], int] | None:
     return madvise  # type: ignore[no-any-return]
 
 
-_MADVISE = _find_madvise()
+# madvise(2) as found at import, None where the C library has none (`advise_huge_pages`
+# then does nothing): public so that a test can be that C library.
+MADVISE = find_madvise()
 
 
 def heap_ranges(maps: str = "/proc/self/maps") -> list[tuple[int, int]]:
@@ -110,11 +114,11 @@ def advise_huge_pages(ranges: list[tuple[int, int]], advice: int) -> int:
     """madvise(2) each range with `advice`; the bytes it accepted. Advice only: a kernel
     without transparent huge pages or without the advice refuses it (EINVAL) and nothing
     changes, and a range unmapped meanwhile is refused (ENOMEM); either is skipped."""
-    if not ranges or _MADVISE is None:
+    if not ranges or MADVISE is None:
         return 0
     accepted = 0
     for start, length in ranges:
-        if _MADVISE(start, length, advice) == 0:
+        if MADVISE(start, length, advice) == 0:
             accepted += length
     return accepted
 

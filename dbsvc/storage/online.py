@@ -316,9 +316,11 @@ def take_cut(tables: dict[str, Table], head: int, position: int) -> Cut:
     return Cut(compact.new_epoch(), head, position, cuts, time.perf_counter() - start)
 
 
-def _row_chunks(tc: TableCut, pause: Pacer) -> Iterator[tuple[list[Stored], list[int]]]:
+def _row_chunks(tc: TableCut, pause: Pacer, faults: FaultPlan) -> Iterator[tuple[list[Stored], list[int]]]:
     """The image's rows and their versions, CHUNK at a time: stored records are row texts
-    already (rows.py)."""
+    already (rows.py). Fault hook: `faults.check("rows")` before a model's first row is
+    read, the cut taken (`rows:1:HOLD=<path>` holds the thread there while writes land)."""
+    faults.check("rows")
     ids = tc.gather_ids()
     for i in range(0, len(ids), CHUNK):
         pause()
@@ -338,7 +340,12 @@ def write_snapshot(directory: str, cut: Cut, progress: Progress, faults: FaultPl
     pause, waited = Pacer(progress), WallPacer(progress, faults)
     streams = [
         ModelStream(
-            tc.table.name, list(tc.table.model.fields), tc.count, tc.max_id, _row_chunks(tc, pause), tc.table.key_fields
+            tc.table.name,
+            list(tc.table.model.fields),
+            tc.count,
+            tc.max_id,
+            _row_chunks(tc, pause, faults),
+            tc.table.key_fields,
         )
         for tc in cut.tables
     ]

@@ -189,7 +189,10 @@ def _one_bucket(table: Table, query: Query) -> tuple[list[Any], int, bool] | Non
     end = offset + limit + 1
     if size * size > WALK_FACTOR * end * len(table.live) or type(bucket) is not list:
         return None
-    sliced = ids_after(bucket, None if query.cursor is None else query.cursor[1], offset, end)
+    # plan_operators runs only when has_operators holds, and the path here leaves the query
+    # no range, null test or search: only a cursor brings it (a first page is query.py's).
+    assert query.cursor is not None, "a one-filter page in id order reaches _one_bucket only with a cursor"
+    sliced = ids_after(bucket, query.cursor[1], offset, end)
     return sliced[:limit], size, len(sliced) > limit
 
 

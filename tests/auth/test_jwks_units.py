@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from dbsvc.auth.jwks import JwksError, KeySet, _origin, build_keyset, fetch_jwks, parse_max_age
+from dbsvc.auth.jwks import JwksError, KeySet, build_keyset, fetch_jwks, origin_of, parse_max_age
 from dbsvc.auth.keys import key_from_jwk
 from support.authkit import JwksServer, Reply, all_private_keys, jwk_of
 
@@ -166,7 +166,7 @@ def test_max_age_is_read_from_cache_control(header, seconds):
     assert parse_max_age(header) == seconds
 
 
-# --- _origin
+# --- origin_of
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def test_max_age_is_read_from_cache_control(header, seconds):
     ],
 )
 def test_an_origin_is_scheme_host_and_port_with_the_schemes_default(url, origin):
-    assert _origin(url) == origin
+    assert origin_of(url) == origin
 
 
 # --- fetch_jwks over a real loopback server

@@ -17,13 +17,13 @@ from dbsvc.auth.settings import (
     ALGORITHMS,
     DEFAULT_LEEWAY,
     MAX_LEEWAY,
-    _check_jwks_url,
-    _get,
-    _read_pem,
-    _setting,
+    check_jwks_url,
+    env_value,
     load_auth_config,
     parse_alg,
     parse_leeway,
+    read_pem,
+    read_setting,
 )
 from dbsvc.errors import ConfigError
 from dbsvc.schema.ir import AuthSettings
@@ -50,15 +50,20 @@ def refused(call, *args) -> str:
     return str(caught.value)
 
 
-# --- _get: rule 2, an empty or blank variable is unset
+# --- env_value: rule 2, an empty or blank variable is unset
 
 
 def test_a_variable_is_read_stripped_and_blank_is_unset():
     env = {"A": "  x y  ", "B": "   ", "C": ""}
-    assert (_get(env, "A"), _get(env, "B"), _get(env, "C"), _get(env, "D")) == ("x y", None, None, None)
+    assert (env_value(env, "A"), env_value(env, "B"), env_value(env, "C"), env_value(env, "D")) == (
+        "x y",
+        None,
+        None,
+        None,
+    )
 
 
-# --- _setting: rule 1, the variable over the [auth] key, setting by setting
+# --- read_setting: rule 1, the variable over the [auth] key, setting by setting
 
 
 def test_a_setting_comes_from_the_variable_first_then_the_auth_table_then_none():
@@ -69,11 +74,11 @@ def test_a_setting_comes_from_the_variable_first_then_the_auth_table_then_none()
         return f"<{value}>"
 
     auth = AuthSettings(issuer="from-table", audience="")
-    assert _setting({"SERVICE_JWT_ISSUER": " env "}, auth, "issuer", parse) == "<env>"
-    assert _setting({"SERVICE_JWT_ISSUER": "  "}, auth, "issuer", parse) == "<from-table>"
-    assert _setting({}, auth, "audience", parse) is None  # "" in the table is unset too
-    assert _setting({}, AuthSettings(), "leeway", parse) is None
-    assert _setting({}, AuthSettings(leeway=0), "leeway", parse) == "<0>"  # 0 is a value
+    assert read_setting({"SERVICE_JWT_ISSUER": " env "}, auth, "issuer", parse) == "<env>"
+    assert read_setting({"SERVICE_JWT_ISSUER": "  "}, auth, "issuer", parse) == "<from-table>"
+    assert read_setting({}, auth, "audience", parse) is None  # "" in the table is unset too
+    assert read_setting({}, AuthSettings(), "leeway", parse) is None
+    assert read_setting({}, AuthSettings(leeway=0), "leeway", parse) == "<0>"  # 0 is a value
     assert seen == [("env", "SERVICE_JWT_ISSUER"), ("from-table", "[auth] issuer"), (0, "[auth] leeway")]
 
 
@@ -123,54 +128,54 @@ def test_any_other_leeway_is_refused_naming_the_range(value):
     )
 
 
-# --- _check_jwks_url: rule 5
+# --- check_jwks_url: rule 5
 
 
 @pytest.mark.parametrize("url", ["https://id.example.com/jwks", "http://127.0.0.1:8080/j", "https://h:443/x?y=1"])
 def test_an_http_or_https_url_is_kept_as_it_is(url):
-    assert _check_jwks_url(url, "U") == url
+    assert check_jwks_url(url, "U") == url
 
 
 @pytest.mark.parametrize(
     "url", ["ftp://x/jwks", "file:///etc/passwd", "jwks.json", "https://", "HTTPS//x", "https:///j"]
 )
 def test_a_url_that_is_not_http_is_refused_with_an_example(url):
-    assert refused(_check_jwks_url, url, "SERVICE_JWKS_URL") == (
+    assert refused(check_jwks_url, url, "SERVICE_JWKS_URL") == (
         f"SERVICE_JWKS_URL={url!r} is not an http(s) URL; expected e.g. https://id.example.com/.well-known/jwks.json"
     )
 
 
 @pytest.mark.parametrize("url", ["http://x:99999/j", "https://x:-1/j", "https://x:p/j"])
 def test_a_port_out_of_range_is_refused(url):
-    assert refused(_check_jwks_url, url, "[auth] jwks_url") == f"[auth] jwks_url={url!r} has an invalid port"
+    assert refused(check_jwks_url, url, "[auth] jwks_url") == f"[auth] jwks_url={url!r} has an invalid port"
 
 
 @pytest.mark.parametrize("url", ["https://u:p@x/j", "https://u@x/j", "https://:p@x/j"])
 def test_credentials_in_the_url_are_refused_a_user_alone_or_a_password_alone_too(url):
-    assert refused(_check_jwks_url, url, "SERVICE_JWKS_URL") == "SERVICE_JWKS_URL must not carry credentials in the URL"
+    assert refused(check_jwks_url, url, "SERVICE_JWKS_URL") == "SERVICE_JWKS_URL must not carry credentials in the URL"
 
 
-# --- _read_pem: rule 4
+# --- read_pem: rule 4
 
 
 def test_inline_pem_is_taken_as_text_with_its_label():
     text = "  \n" + PEM.decode()
-    assert _read_pem(text, "SERVICE_JWT_PUBKEY", None) == (text.encode(), "SERVICE_JWT_PUBKEY (inline PEM)")
+    assert read_pem(text, "SERVICE_JWT_PUBKEY", None) == (text.encode(), "SERVICE_JWT_PUBKEY (inline PEM)")
 
 
 def test_a_pem_path_is_read_with_its_label():
     path = os.path.join(DIR, "idp.pem")
-    assert _read_pem(path, "SERVICE_JWT_PUBKEY", None) == (PEM, f"SERVICE_JWT_PUBKEY={path!r}")
+    assert read_pem(path, "SERVICE_JWT_PUBKEY", None) == (PEM, f"SERVICE_JWT_PUBKEY={path!r}")
 
 
 def test_a_relative_path_is_found_beside_the_schema_only_when_given_a_schema_directory():
-    assert _read_pem("keys/rel.pem", "[auth] pubkey", DIR) == (PEM, "[auth] pubkey='keys/rel.pem'")
-    assert "cannot be read" in refused(_read_pem, "keys/rel.pem", "SERVICE_JWT_PUBKEY", None)
+    assert read_pem("keys/rel.pem", "[auth] pubkey", DIR) == (PEM, "[auth] pubkey='keys/rel.pem'")
+    assert "cannot be read" in refused(read_pem, "keys/rel.pem", "SERVICE_JWT_PUBKEY", None)
 
 
 def test_an_unreadable_path_is_refused_with_the_cause():
     path = os.path.join(DIR, "missing.pem")
-    assert refused(_read_pem, path, "SERVICE_JWT_PUBKEY", None) == (
+    assert refused(read_pem, path, "SERVICE_JWT_PUBKEY", None) == (
         f"SERVICE_JWT_PUBKEY={path!r} cannot be read (No such file or directory); "
         "expected the path of a PEM public key or certificate"
     )
@@ -267,7 +272,7 @@ def test_a_key_that_does_not_fit_the_algorithm_is_refused_naming_its_source():
 
 def test_inline_pem_with_a_character_past_ascii_is_read_with_it_replaced_not_raised():
     text = PEM.decode().replace("-----END", "é-----END")
-    assert _read_pem(text, "SERVICE_JWT_PUBKEY", None)[0] == PEM.replace(b"-----END", b"?-----END")
+    assert read_pem(text, "SERVICE_JWT_PUBKEY", None)[0] == PEM.replace(b"-----END", b"?-----END")
     message = refused(
         load_auth_config,
         {"SERVICE_TENANT": "t", "SERVICE_JWT_ALG": "ES256", "SERVICE_JWT_PUBKEY": text},
@@ -281,7 +286,7 @@ def test_a_pem_file_is_read_up_to_one_mebibyte():
     path = os.path.join(DIR, "huge.pem")
     with open(path, "wb") as handle:
         handle.write(PEM + b"\n" * ((2 << 20) + 1 - len(PEM)))
-    data, _label = _read_pem(path, "SERVICE_JWT_PUBKEY", None)
+    data, _label = read_pem(path, "SERVICE_JWT_PUBKEY", None)
     assert len(data) == 1 << 20 and data.startswith(PEM)
 
 

@@ -17,6 +17,7 @@ from dbsvc.auth.keys import VerifyKey
 from dbsvc.errors import TokenError
 from support.authkit import (
     KEY_FOR_ALG,
+    ORDERS,
     TENANT,
     b64,
     certificate_pem,
@@ -157,10 +158,8 @@ def test_ecdsa_signature_of_zeros_is_refused(make_guard, alg, octets):
 def test_ecdsa_signature_forms(make_guard, keys):
     from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-    from dbsvc.auth.keys import _CURVES
-
     guard = make_guard("ES256", "p256")
-    order = _CURVES["ES256"][3]
+    order = ORDERS["ES256"]
     head, body, _ = forge({"alg": "ES256"}, claims(), private=keys["p256"]).split(".")
     raw = raw_sign(keys["p256"], "ES256", f"{head}.{body}".encode())
     r, s = int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big")

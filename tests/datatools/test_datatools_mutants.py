@@ -34,7 +34,7 @@ def test_the_import_rate_is_counted_for_a_run_under_a_second():
 
 
 def test_problems_past_the_twentieth_are_counted_not_shown():
-    problems = load._Problems("f")
+    problems = load.Problems("f")
     for line in range(1, 22):
         problems.add(line, "bad")
     assert (problems.count, len(problems.shown), problems.shown[-1]) == (21, 20, "f:20: bad")

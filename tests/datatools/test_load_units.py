@@ -72,7 +72,7 @@ def test_lines_across_many_small_chunks_are_read_whole_numbered_and_in_order(tmp
     lines.append(users_line(13, profile={"long": "x" * 350}))  # 13th record, no final newline
     path = tmp_path / "f.jsonl"
     path.write_bytes(b"".join(lines))
-    problems = load._Problems(str(path))
+    problems = load.Problems(str(path))
     with open(path, "rb") as f:
         rows, numbers, count, longest = read_records(f, BLOG, quiet(), problems, chunk_bytes=100)
     assert problems.count == 0
@@ -88,7 +88,7 @@ def test_the_longest_line_is_the_longest_of_every_chunk_not_of_the_last(tmp_path
     long_line = users_line(1, name="n" * 90) + b"\n"
     path.write_bytes(long_line + b"".join(users_line(i) + b"\n" for i in range(2, 20)))
     with open(path, "rb") as f:
-        _rows, _numbers, count, longest = read_records(f, BLOG, quiet(), load._Problems("f"), chunk_bytes=50)
+        _rows, _numbers, count, longest = read_records(f, BLOG, quiet(), load.Problems("f"), chunk_bytes=50)
     assert (count, longest) == (19, len(long_line))
 
 
@@ -188,9 +188,9 @@ def test_set_checks_name_the_other_line_or_the_tenant(tenant, tmp_path):
 
 
 def test_problems_of_the_set_check_name_their_line_and_what_they_clash_with():
-    """`_batch_problems`: a clash with another row names its line, a @unique clash with
+    """`add_batch_problems`: a clash with another row names its line, a @unique clash with
     none names the tenant, a record too large names its model itself (no `Model: `)."""
-    problems = load._Problems("f.jsonl")
+    problems = load.Problems("f.jsonl")
     rows = [("User", {}), ("User", {}), ("BlogPost", {}), ("Comment", {})]
     exc = BatchRejected(
         [
@@ -201,7 +201,7 @@ def test_problems_of_the_set_check_name_their_line_and_what_they_clash_with():
         ],
         4,
     )
-    load._batch_problems(exc, rows, [3, 5, 9, 12], problems)
+    load.add_batch_problems(exc, rows, [3, 5, 9, 12], problems)
     assert problems.shown == [
         "f.jsonl:3: record too large: User ...",
         "f.jsonl:5: User: id 1 is already used (line 3)",

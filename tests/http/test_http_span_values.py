@@ -159,7 +159,7 @@ def test_span_lines_of_one_second_away_from_a_half_call_neither_round_nor_the_ti
     """request_lines' two cuts, counted rather than timed: a line's duration comes from the
     table unless it lies within 1e-4 of a microsecond's half (`round` then), and the
     timestamp's second is formatted once a second (`_second_cache`). 501 lines in one second
-    with durations away from a half: `round` never, `_timestamp` at most once."""
+    with durations away from a half: `round` never, `format_timestamp` at most once."""
     calls = {"round": 0, "timestamp": 0}
 
     def counted_round(value, digits=None):
@@ -170,15 +170,15 @@ def test_span_lines_of_one_second_away_from_a_half_call_neither_round_nor_the_ti
         calls["timestamp"] += 1
         return timestamp(created)
 
-    timestamp = logformat._timestamp
+    timestamp = logformat.format_timestamp
     spans = [(1764500000.0 + n / 1000, "GET", "/api/post/7", 200, 0.1 + n * 0.037, 12, "r-1") for n in range(500)]
     spans.append((1764500000.9, "GET", "/", 200, 0.0008, 0, "r-2"))  # under a microsecond: cut too
     logformat.round = counted_round  # a module global shadows the builtin for request_lines
-    logformat._timestamp = counted_timestamp
+    logformat.format_timestamp = counted_timestamp
     try:
         lines = TextFormat().request_lines(spans)
     finally:
         del logformat.round
-        logformat._timestamp = timestamp
+        logformat.format_timestamp = timestamp
     assert calls["round"] == 0 and calls["timestamp"] <= 1
     assert [line.split(" duration_ms=")[1].split(" ")[0] for line in lines] == [str(round(t[4], 3)) for t in spans]

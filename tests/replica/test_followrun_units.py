@@ -22,12 +22,12 @@ from dbsvc.schema import parse_schema
 from dbsvc.storage.events import ChangeEvent, EventKind
 from dbsvc.storage.followrun import (
     Run,
-    _column_keys,
-    _rows,
     check_fit,
+    column_keys,
     insert_run,
     joined_parts,
     plain_spans,
+    rows_and_columns,
     scan_group,
     update_run,
 )
@@ -289,7 +289,7 @@ def test_a_runs_values_are_model_row_of_each_record_enum_members_shared():
 
 
 def test_a_runs_rows_are_model_row_even_for_an_unhashable_enum_value():
-    # followrun.py `_rows` takes a record's values from its dict and an enum's member a
+    # followrun.py `rows_and_columns` takes a record's values from its dict and an enum's member a
     # column at a time (session 13, rep9); a list where an enum is (a broken primary's)
     # is kept as `runtime.shared` keeps it, and such a run's types are new: refused.
     model = compile_schema(parse_schema(SCHEMA.replace("extra  json?", "kind enum(a, b)\n  extra json?"))).BY_NAME[
@@ -297,13 +297,13 @@ def test_a_runs_rows_are_model_row_even_for_an_unhashable_enum_value():
     ]
     records = [{f: item(i, kind=["a"] if i == 4 else "b")[f] for f in model.fields} for i in (3, 4, 5)]
     records = json.loads(json.dumps(records))
-    values, columns = _rows(model, records)
+    values, columns = rows_and_columns(model, records)
     assert values == [model.row(r) for r in records] and columns == list(zip(*values))
     assert values[0][4] is model.shared_values[4]["b"] and values[1][4] == ["a"]
-    assert _rows(model, []) == ([], [])
+    assert rows_and_columns(model, []) == ([], [])
     # A value that is no member (a broken primary's) is kept as it is, not made None.
     other = [dict(r, kind="c") for r in records]
-    assert _rows(model, other)[0] == [model.row(r) for r in other]
+    assert rows_and_columns(model, other)[0] == [model.row(r) for r in other]
     table = Table(model)
     taught(model, table, records[0])
     fields = [payload("insert", 5 + n, r, 1 + n) for n, r in enumerate(records)]
@@ -522,7 +522,7 @@ def test_a_key_that_parses_is_checked_without_a_key_array():
 
 # -- datetime keys a column at a time ----------------------------------------------------
 
-# Stored texts and texts no primary stores: `_column_keys` must key each as `datetime_key`
+# Stored texts and texts no primary stores: `column_keys` must key each as `datetime_key`
 # does, or raise the same exception type.
 DATETIMES = [
     "2026-01-01T00:00:00Z",
@@ -552,7 +552,7 @@ def outcome(make: Any) -> Any:
 
 
 def test_a_datetime_fields_index_key_is_the_runtimes_datetime_key():
-    """What `_column_keys` recognises: the model's key of a datetime is runtime.py's own,
+    """What `column_keys` recognises: the model's key of a datetime is runtime.py's own,
     which keys None as None (the generated wrapper was a second Python call a key)."""
     model, _table = fresh()
     assert model.keys["at"] is datetime_key
@@ -563,11 +563,11 @@ def test_a_datetime_column_is_keyed_as_datetime_key_keys_each_value():
     good = "2026-05-01T12:30:00.5Z"
     for value in DATETIMES:
         expected = outcome(lambda: [datetime_key(good), datetime_key(value)])
-        assert outcome(lambda: _column_keys(datetime_key, (good, value))) == expected, value
+        assert outcome(lambda: column_keys(datetime_key, (good, value))) == expected, value
     column = tuple(DATETIMES[:6])
-    assert _column_keys(datetime_key, column) == list(map(datetime_key, column))
-    assert _column_keys(datetime_key, (good, None)) == [datetime_key(good), None]
-    assert _column_keys(datetime_key, ()) == []
+    assert column_keys(datetime_key, column) == list(map(datetime_key, column))
+    assert column_keys(datetime_key, (good, None)) == [datetime_key(good), None]
+    assert column_keys(datetime_key, ()) == []
 
 
 def test_a_datetime_column_is_keyed_without_a_python_call_a_value():
@@ -580,7 +580,7 @@ def test_a_datetime_column_is_keyed_without_a_python_call_a_value():
 
         sys.setprofile(count)
         try:
-            keys = _column_keys(datetime_key, column)
+            keys = column_keys(datetime_key, column)
         finally:
             sys.setprofile(None)
         assert keys == list(map(datetime_key, column))

@@ -1,4 +1,4 @@
-"""heap.py's madvise(2), looked up once at import (`_find_madvise`), and `advise_huge_pages`
+"""heap.py's madvise(2), looked up once at import (`find_madvise`), and `advise_huge_pages`
 where the C library has none.
 
 Why: the lookup runs once, when heap.py is imported, so no other test ever saw what it
@@ -26,7 +26,7 @@ MADV_NORMAL = 0  # madvise(2): no special treatment, accepted for any mapped, al
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise(2) of a Linux C library")
 def test_the_madvise_found_takes_a_64_bit_address_and_answers_the_kernels_int():
-    madvise = heap._find_madvise()
+    madvise = heap.find_madvise()
     assert madvise is not None
     with huge_mapping(3 * HUGE_PAGE) as start:
         assert start > 2**32  # a mapping's address on a 64-bit Linux: no C int holds it
@@ -36,7 +36,7 @@ def test_the_madvise_found_takes_a_64_bit_address_and_answers_the_kernels_int():
 
 
 def test_advise_huge_pages_without_a_madvise_answers_0_and_calls_nothing(monkeypatch):
-    monkeypatch.setattr(heap, "_MADVISE", None)  # what `_find_madvise` answers on a C library without it
+    monkeypatch.setattr(heap, "MADVISE", None)  # what `find_madvise` answers on a C library without it
     with huge_mapping(3 * HUGE_PAGE) as start:
         assert advise_huge_pages([(start, HUGE_PAGE)], MADV_HUGEPAGE) == 0
     assert advise_huge_pages([], MADV_HUGEPAGE) == 0

@@ -2,9 +2,9 @@
 cursor (storage/seek.py `_one_bucket`, plan 2 over a filter's sorted bucket), against a
 brute-force answer over the records the test wrote.
 
-`_one_bucket` reads `query.cursor[1]` when a cursor is given and would start at the bucket's
-first id when none is. A mutation that always reads `query.cursor[1]` (mutant 41) survived:
-it is equivalent, not a crash waiting. `plan_operators`, its only caller, is reached only when
+`_one_bucket` reads `query.cursor[1]`: it once also started at the bucket's first id when no
+cursor was given, a branch no caller reached (mutant 41, always `query.cursor[1]`, survived as
+equivalent), so it asserts the cursor now. `plan_operators`, its only caller, is reached only when
 `has_operators` holds, and `_one_bucket` only when the query has no range, null test or
 search, so only with a cursor: a first page without one is planned by query.py's plain
 id-order plan. These pages pin both: each first page asks for no cursor, each next one for

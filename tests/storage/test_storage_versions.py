@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
+import time
+from pathlib import Path
 
 import pytest
 
-from dbsvc.storage import snapshot, snapshotreader
+from dbsvc.storage import files, snapshot, snapshotreader
 from dbsvc.storage.tenants import compact_tenant
 from dbsvc.storage.versions import Versions
 from support.storage import open_store, post, run, snapshot_in_format_2, user
@@ -80,22 +81,14 @@ def test_versions_survive_a_restart_and_an_offline_compaction(tenant, stores):
         s.close()
 
 
-def test_versions_survive_an_online_compaction_with_writes_during_it(tenant, monkeypatch):
-    """Writes land after the cut, while the thread writes the snapshot (held there by
-    the test): the snapshot keeps the versions at the cut (online.py `note_write`), the
-    live state the new ones, and a reopen reads the snapshot and replays the writes."""
-    from dbsvc.storage import online
-
-    cut_taken, writes_done = threading.Event(), threading.Event()
-    chunks = online._row_chunks
-
-    def held(tc, progress):
-        cut_taken.set()
-        assert writes_done.wait(10)
-        yield from chunks(tc, progress)
-
-    monkeypatch.setattr(online, "_row_chunks", held)
+def test_versions_survive_an_online_compaction_with_writes_during_it(tenant, tmp_path):
+    """Writes land after the cut, while the thread writes the snapshot (held before its
+    first row by the fault seam, `rows:1:HOLD=<path>`): the snapshot keeps the versions at
+    the cut (online.py `note_write`), the live state the new ones, and a reopen reads the
+    snapshot and replays the writes."""
+    gate = str(tmp_path / "gate")
     s = open_store(tenant)
+    s.compactor.faults = files.FaultPlan(f"rows:1:HOLD={gate}")
     try:
         last = _fill(s)
 
@@ -103,20 +96,24 @@ def test_versions_survive_an_online_compaction_with_writes_during_it(tenant, mon
 
         async def go():
             task = s.compact_now()
-            assert await asyncio.to_thread(cut_taken.wait, 10)
+            deadline = time.monotonic() + 10
+            while not os.path.exists(gate + ".held"):  # the cut taken, no row read yet
+                assert time.monotonic() < deadline, "the snapshot thread never reached its first row"
+                await asyncio.sleep(0.01)
             await s.replace("User", 1, user(1, name="during"))
             last[1] = s.applied_offset
             await s.delete("User", 2)
             del last[2]
             await s.insert("User", user(3))  # deleted before the cut, back after it
             last[3] = s.applied_offset
-            writes_done.set()
+            Path(gate).touch()
             await task
 
         run(go())
         assert s.compactions == 1
         assert _versions(s) == last
     finally:
+        Path(gate).touch()  # a failure above must not leave the thread held
         s.close()
     path = os.path.join(tenant, "snapshot")
     image = snapshotreader.decode_snapshot(path, open(path, "rb").read())

@@ -31,6 +31,18 @@ BLOG = Path(__file__).resolve().parents[2] / "schemas" / "blog.dbs"
 HASH = {"256": hashes.SHA256, "384": hashes.SHA384, "512": hashes.SHA512}
 EC_OCTETS = {"ES256": 32, "ES384": 48, "ES512": 66}
 
+# The group orders n of SEC 2 v2 sections 2.4.2, 2.5.1 and 2.6.1, written out here rather
+# than taken from keys.py: P-521's is 521 bits.
+ORDERS = {
+    "ES256": int("FFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551", 16),
+    "ES384": int(
+        "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFC7634D81F4372DDF581A0DB248B0A77AECEC196ACCC52973", 16
+    ),
+    "ES512": int(
+        "01FF" + "FFFFFFFF" * 7 + "FFFFFFFA" + "51868783BF2F966B7FCC0148F709A5D03BB5C9B8899C47AEBB6FB71E91386409", 16
+    ),
+}
+
 
 def b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")

@@ -1,4 +1,4 @@
-"""Whose notification the supervisor reads (dbsvc/supervisor.py rule 2, `_sender`): the pid the
+"""Whose notification the supervisor reads (dbsvc/supervisor.py rule 2, `notification_sender`): the pid the
 kernel stamps on a datagram of its abstract notification socket (SO_PASSCRED, SCM_CREDENTIALS:
 pid, uid, gid), taken only when the sender runs as this user. Real AF_UNIX datagram sockets;
 the ancillary data is read with `recvmsg` as the supervisor reads it. Fixture-free, so
@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from dbsvc.supervisor import _sender
+from dbsvc.supervisor import notification_sender
 
 
 def _received(credentials: tuple[int, int, int] | None) -> list[tuple[int, int, bytes]]:
@@ -30,20 +30,20 @@ def _received(credentials: tuple[int, int, int] | None) -> list[tuple[int, int, 
 
 
 def test_the_sender_is_the_pid_the_kernel_stamps():
-    assert _sender(_received(None)) == os.getpid()
+    assert notification_sender(_received(None)) == os.getpid()
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="only root may send another user's credentials")
 def test_a_sender_of_another_user_is_not_taken():
-    assert _sender(_received((os.getpid(), os.getuid() + 1, os.getgid()))) is None
+    assert notification_sender(_received((os.getpid(), os.getuid() + 1, os.getgid()))) is None
 
 
 def test_ancillary_data_that_is_not_credentials_names_no_sender():
     pid_uid_gid = struct.pack("3i", os.getpid(), os.getuid(), os.getgid())
-    assert _sender([]) is None
-    assert _sender([(socket.SOL_SOCKET, socket.SCM_RIGHTS, pid_uid_gid)]) is None
-    assert _sender([(socket.SOL_SOCKET + 1, socket.SCM_CREDENTIALS, pid_uid_gid)]) is None
-    assert _sender([(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, pid_uid_gid[:11])]) is None
+    assert notification_sender([]) is None
+    assert notification_sender([(socket.SOL_SOCKET, socket.SCM_RIGHTS, pid_uid_gid)]) is None
+    assert notification_sender([(socket.SOL_SOCKET + 1, socket.SCM_CREDENTIALS, pid_uid_gid)]) is None
+    assert notification_sender([(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, pid_uid_gid[:11])]) is None
 
 
 def test_credentials_after_other_ancillary_data_are_found():
@@ -52,4 +52,4 @@ def test_credentials_after_other_ancillary_data_are_found():
         (socket.SOL_SOCKET, socket.SCM_RIGHTS, b"\0" * 4),
         (socket.SOL_SOCKET, socket.SCM_CREDENTIALS, pid_uid_gid),
     ]
-    assert _sender(ancillary) == 4321
+    assert notification_sender(ancillary) == 4321
