@@ -346,7 +346,10 @@ def run_variant(variant: str, db: Path, data: Path, args: argparse.Namespace, wo
     print(f"\n== FastAPI + SQLite, variant {variant} ({VARIANTS[variant]}) ==", flush=True)
     rows_before = post_count(db)
     posts_2xx: int | None = None  # the POSTs FastAPI answered 2xx, when a write figure ran
-    d_proc, d_port, log = start_dbsvc({"SERVICE_DATA": str(data), "SERVICE_SYNC": "full", "RUST_LOG": args.log_level})
+    env = {"SERVICE_DATA": str(data), "SERVICE_SYNC": "full", "RUST_LOG": args.log_level}
+    if args.fresh:
+        env["SERVICE_LIST_CACHE_BYTES"] = "0"  # every dbsvc list made afresh, as FastAPI makes each
+    d_proc, d_port, log = start_dbsvc(env)
     try:
         fast, fast_port = start_server(
             [sys.executable, str(APP)], env={"FASTAPI_BENCH_DB": str(db), "FASTAPI_BENCH_VARIANT": variant}
@@ -395,6 +398,11 @@ def main(argv: list[str]) -> int:
         help=f"comma list of figures to run, of {', '.join(FIGURES)} (default: all)",
     )
     parser.add_argument("--log-level", default="info", help="RUST_LOG for dbsvc (uvicorn's access log is off)")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="dbsvc keeps no list answers (SERVICE_LIST_CACHE_BYTES=0): each made afresh",
+    )
     args = parser.parse_args(argv)
     variants = ["async", "sync"] if args.variant == "both" else [args.variant]
 
