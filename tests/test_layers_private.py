@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from pathlib import Path
 
 from support.importscan import ROOT, Source, Violation, all_modules, imports_in, part_of, report, scan, sources
@@ -76,6 +76,20 @@ def private_reach(source: Source, modules: frozenset[str]) -> Iterator[Violation
 NAMED_TUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
 
 
+def private_attributes(tree: ast.AST, owners: Container[str]) -> Iterator[ast.Attribute]:
+    """Each `Name._x` in `tree` whose `Name` is one of `owners` (a named tuple's own `_replace`,
+    `_asdict` and the like aside): the one shape both reach checks below look for."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in owners
+            and is_private(node.attr)
+            and node.attr not in NAMED_TUPLE_API
+        ):
+            yield node
+
+
 def private_state_reach(source: Source) -> Iterator[Violation]:
     """`param._name` where `param` is annotated with a class another dbsvc module defines:
     one module reading another's private state (`store._log_base` in a helper of the store)."""
@@ -101,20 +115,13 @@ def private_state_reach(source: Source) -> Iterator[Violation]:
             for name in annotation_names(argument.annotation)
             if name in classes
         }
-        for node in ast.walk(function):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in typed
-                and is_private(node.attr)
-                and node.attr not in NAMED_TUPLE_API
-            ):
-                yield Violation(
-                    source.relative,
-                    f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
-                    f"private state of {typed[node.value.id]}'s object; "
-                    "ask it for a public name",
-                )
+        for node in private_attributes(function, typed):
+            yield Violation(
+                source.relative,
+                f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
+                f"private state of {typed[node.value.id]}'s object; "
+                "ask it for a public name",
+            )
 
 
 def annotation_names(annotation: ast.expr) -> Iterator[str]:
@@ -314,19 +321,12 @@ def reached_through_an_imported_name(source: Source, modules: frozenset[str]) ->
         for alias in node.names
         if f"{node.module}.{alias.name}" not in modules
     }
-    for node in ast.walk(source.tree):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in imported
-            and is_private(node.attr)
-            and node.attr not in NAMED_TUPLE_API
-        ):
-            yield Violation(
-                source.relative,
-                f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
-                f"{node.attr} is private to {imported[node.value.id]}.{node.value.id}; ask it for a public name",
-            )
+    for node in private_attributes(source.tree, imported):
+        yield Violation(
+            source.relative,
+            f"{source.relative}:{node.lineno}: {node.value.id}.{node.attr}: "
+            f"{node.attr} is private to {imported[node.value.id]}.{node.value.id}; ask it for a public name",
+        )
 
 
 def test_no_test_imports_reaches_or_patches_a_private_name_of_dbsvc():
