@@ -1,8 +1,9 @@
 """A read replica takes its primary's epoch: the snapshot stream read, checked, installed.
 
 follower.py holds the rules (its docstring, numbered 1-9) and decides when each applies;
-this module carries out the two of them that read `/replicate/snapshot` and the one that
-replaces the replica's store, so that the reading loop there stays a loop of decisions:
+this module carries out their steps that read the primary's `/snapshot` and
+`/replicate/snapshot` (rules 1, 2, 5 and 9) and the one that replaces the replica's store
+(rule 2), so that the reading loop there stays a loop of decisions:
 
     upstream = Upstream(primary, endpoint, fingerprint)
     body = upstream.snapshot()           # GET /snapshot, an object; upstream.head its offset (rules 1, 5)
