@@ -3,9 +3,9 @@
 Every `dbsvc serve` imports the application, but only a read replica (`--follow`) and
 `dbsvc replicate` need the client side of replication. The application names one replica
 type, `ReplicaStatus`, and takes it from the light `dbsvc.replica.status`: a backwards
-import of the follower (which brings the client and the consumer with it) would load
-them into every server again without any test failing, so this one looks at
-`sys.modules`. It runs in a fresh interpreter because the test process has long since
+import of the follower or of its bootstrap (which bring the client and the consumer with
+them) would load them into every server again without any test failing, so this one looks
+at `sys.modules`. It runs in a fresh interpreter because the test process has long since
 imported everything.
 """
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import json, sys
 import dbsvc.app
-heavy = ("ws.client", "replica.consumer", "replica.follower")
+heavy = ("ws.client", "replica.consumer", "replica.follower", "replica.bootstrap")
 print(json.dumps(sorted(m for m in sys.modules if any(part in m for part in heavy))))
 """
 

@@ -9,7 +9,10 @@ docs/replication.md. Modules:
 
     consumer.py  the command: URL, frame checks (`check_frame`), the replica file,
                  reconnects, progress; blocking, no asyncio, nothing of the server side
-    follower.py  `dbsvc serve SCHEMA --follow URL`: a read replica fed by the same checks
+    follower.py  `dbsvc serve SCHEMA --follow URL`: a read replica fed by the same checks;
+                 its rules, and the reading thread that decides when each applies
+    bootstrap.py the follower's bootstrap: the primary's answers judged (`Upstream`), its
+                 snapshot checked whole and installed with the lock kept (`Tenant`)
     groups.py    the follower's groups: frames read and checked at once, and the pipeline
                  that applies them (two groups at most unacknowledged)
     primary.py   how the follower reaches its primary (`/snapshot`, `/replicate`,

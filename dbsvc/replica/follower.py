@@ -79,23 +79,30 @@ Rules:
 
 The reading side runs in one thread; everything that touches the store runs on the event
 loop. The primary is reached through `primary.py` (`HttpPrimary`: http.client and the blocking
-client of `dbsvc.http.ws.client`); this module only decides. That seam is why a `Follower`
-takes a `primary=`: tests/support/follower_kit.py plays a primary from a script (tests/replica/test_follower_*.py)
-and goes through every decision above (a new epoch met mid-stream, the wait for a batch to
-be durable, the fingerprint and history checks of every connection, each refusal) in
-process, on a real store, without a server. `next_wait` is rule 4's backoff as a pure step
+client of `dbsvc.http.ws.client`); this module only decides. What a rule does to the primary's
+`/snapshot` and `/replicate/snapshot` and to the store is bootstrap.py's: `Upstream` reads and
+judges the primary's answers (rule 1's fingerprint, rule 2's snapshot checked whole, rule 9's
+cut from the stream's header), and `Tenant` holds the store, the groups applied to it not yet
+durable (rule 3) and rule 2's install with the lock kept. When each applies is decided here.
+
+The `primary.py` seam is why a `Follower` takes a `primary=`: tests/support/follower_kit.py
+plays a primary from a script (tests/replica/test_follower_*.py) and goes through every
+decision above (a new epoch met mid-stream, the wait for a batch to be durable, the
+fingerprint and history checks of every connection, each refusal) in process, on a real
+store, without a server. `next_wait` is rule 4's backoff as a pure step
 for the same reason.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, TypeVar, TypeVarTuple
 
 from dbsvc.errors import (
     ConfigError,
@@ -107,16 +114,14 @@ from dbsvc.errors import (
     StreamError,
     WebSocketClientError,
 )
+from dbsvc.replica.bootstrap import Opener, StopFollowing, Tenant, Upstream
 from dbsvc.replica.consumer import Endpoint
-from dbsvc.replica.groups import BadFrame, Handoff, Pipeline, read_group
-from dbsvc.replica.primary import HttpPrimary, Primary, Stream, read_snapshot, read_snapshot_header
+from dbsvc.replica.groups import BadFrame, Handoff, read_group
+from dbsvc.replica.primary import HttpPrimary, Primary, Stream
 from dbsvc.replica.status import ReplicaStatus
-from dbsvc.storage import compact
 from dbsvc.storage.history import History, history_from_json
-from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.logwriter import WriteState
 from dbsvc.storage.snapshot import SnapshotImage
-from dbsvc.storage.snapshotreader import decode_snapshot
 from dbsvc.storage.store import Store
 
 log = logging.getLogger("dbsvc.replica")
@@ -127,7 +132,8 @@ RETRIED = frozenset({408, 425, 429})
 HEAD_FRAME_SECONDS = 10.0  # how long the primary's copy of our head frame may take (rule 7b)
 COMPACT_SECONDS = 3600.0  # how long a compaction at the primary's cut may take (rule 9)
 
-Opener = Callable[[WriterLock | None], Store]
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 def next_wait(delay: float, draw: float) -> tuple[float, float]:
@@ -143,10 +149,6 @@ class _Rebootstrap(Exception):
 
 class _NewEpoch(_Rebootstrap):
     """A frame of the primary's next epoch (`EpochChanged`): compact at its cut (rule 9)."""
-
-
-class _Stop(Exception):
-    """A definitive answer: stop following (rule 4)."""
 
 
 class _Diverged(Exception):
@@ -174,34 +176,46 @@ class Follower:
         (rule 5)."""
         self.endpoint = endpoint
         self.rebootstrap = rebootstrap  # rule 7: may discard rows the primary lacks
-        self._primary_head = 0  # the head of the primary's last /snapshot
         self.directory = directory
         self.fingerprint = fingerprint
         self.status = ReplicaStatus(endpoint.http_base)
-        self._opener = opener
-        self._primary: Primary = primary if primary is not None else HttpPrimary(endpoint, token)
+        reached = primary if primary is not None else HttpPrimary(endpoint, token)
+        self._upstream = Upstream(reached, endpoint, fingerprint)  # rules 1, 2, 5 and 9's cut
         self.poll_seconds = poll_seconds
-        self.on_store = on_store
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pipeline = Pipeline()  # the groups applied, not yet durable (rule 3)
         self._handoff: Handoff | None = None  # the groups read, handed to the loop (rule 3)
         self._cut: tuple[str, int] | None = None  # the primary's next epoch and its base (rule 9)
-        self.store: Store = opener(None)
+        # The store, the groups applied to it not yet durable (rule 3), its install (rule 2).
+        self._tenant = Tenant(directory, opener, self.status, endpoint.http_base, on_store)
         self.status.synced = self.store.head_offset > 0  # rule 8: it followed before
+
+    @property
+    def store(self) -> Store:
+        """The replica's store: another one after each bootstrap (rule 2)."""
+        return self._tenant.store
+
+    @property
+    def on_store(self) -> Callable[[Store], None] | None:
+        """Told of each store a bootstrap opens (the application serves that one from then)."""
+        return self._tenant.on_store
+
+    @on_store.setter
+    def on_store(self, hand: Callable[[Store], None] | None) -> None:
+        self._tenant.on_store = hand
 
     # -- start-up (before the loop runs) ---------------------------------------------------
 
     def prepare(self) -> None:
         """Rules 1 and 2 at start: check the fingerprint, bootstrap an empty store."""
         try:
-            snapshot = self._primary_snapshot()
+            snapshot = self._upstream.snapshot()
         except (OSError, ValueError) as exc:
             log.warning("primary %s not reachable yet (%s); following starts when it is", self.endpoint.http_base, exc)
             self.status.error = f"the primary is not reachable: {exc}"
             return
-        self._check_fingerprint(snapshot.get("fingerprint"))
+        self._upstream.check_fingerprint(snapshot.get("fingerprint"))
         self.status.primary_offset = int(snapshot.get("offset", 0))
         if snapshot.get("epoch") == self.store.epoch:
             self.status.synced = True  # rule 8
@@ -212,7 +226,7 @@ class Follower:
                 self._bootstrap()
             except _Diverged as exc:
                 self._diverge(str(exc))
-            except _Stop as exc:
+            except StopFollowing as exc:
                 raise ConfigError(f"cannot follow {self.endpoint.http_base}: {exc}") from None
             except (WebSocketClientError, OSError, ValueError, StorageError) as exc:  # rule 2: transient
                 log.warning("bootstrap from %s failed (%s); retrying while serving", self.endpoint.http_base, exc)
@@ -220,7 +234,7 @@ class Follower:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._handoff = Handoff(loop, self._apply)
+        self._handoff = Handoff(loop, self._tenant.apply)
         self._thread = threading.Thread(target=self._run, name="dbsvc-follower", daemon=True)
         self._thread.start()
 
@@ -235,7 +249,7 @@ class Follower:
         try:
             self._follow_until_stopped()
         finally:
-            self._primary.close()  # its kept /snapshot connection
+            self._upstream.primary.close()  # its kept /snapshot connection
 
     def _follow_until_stopped(self) -> None:
         delay = 0.2
@@ -254,16 +268,16 @@ class Follower:
                 except _Diverged as diverged:
                     self._diverge(str(diverged))
                     return
-                except _Stop as stop:
+                except StopFollowing as stop:
                     self._stopped(str(stop))
                     return
                 except Exception as again:  # the primary went away meanwhile
                     self._transient(f"bootstrap failed: {again}")
-            except (_Stop, ConfigError) as exc:
+            except (StopFollowing, ConfigError) as exc:
                 self._stopped(str(exc))
                 return
             except (WebSocketClientError, OSError, ValueError, StreamError) as exc:
-                self._transient(str(exc))  # StreamError: a cut's header damaged (a frame's is a _Stop)
+                self._transient(str(exc))  # StreamError: a cut's header damaged (a frame's stops following)
             except Exception as exc:  # the store refuses writes (a failed fsync: commit.py), or a bug
                 self._stopped(str(exc))  # never a reading thread gone while /metrics says "following"
                 return
@@ -302,18 +316,18 @@ class Follower:
         log.info("following %s: %s; reconnecting", self.endpoint.http_base, reason)
 
     def _follow(self) -> None:
-        snapshot = self._primary_snapshot()
-        self._check_fingerprint(snapshot.get("fingerprint"))
+        snapshot = self._upstream.snapshot()
+        self._upstream.check_fingerprint(snapshot.get("fingerprint"))
         self.status.primary_offset = int(snapshot.get("offset", 0))
         self._meet_epoch(snapshot)
         head = self.store.head_offset
         adopt = self._check_history(snapshot, head)
-        if self._primary_head < head:
-            raise _Rebootstrap(f"the primary's head is offset {self._primary_head}, behind this replica's {head}")
+        if self._upstream.head < head:
+            raise _Rebootstrap(f"the primary's head is offset {self._upstream.head}, behind this replica's {head}")
         own = self._call_on_loop(self._own_frame, head) if head > 0 else None
         after = head if own is None else head - 1
         try:
-            ws = self._primary.replicate(after)
+            ws = self._upstream.primary.replicate(after)
         except HandshakeRefused as exc:
             if exc.status == 410:
                 raise _Rebootstrap(f"the primary no longer holds the rows after {after}") from None
@@ -321,7 +335,7 @@ class Follower:
                 raise _Rebootstrap(f"the primary's head is behind this replica's {head}") from None
             if exc.status >= 500 or exc.status in RETRIED:
                 raise WebSocketClientError(f"the primary answered {exc.status}") from None
-            raise _Stop(f"the primary refused /replicate: {exc}") from None
+            raise StopFollowing(f"the primary refused /replicate: {exc}") from None
         with ws:
             if own is not None:
                 theirs = ws.receive(timeout=HEAD_FRAME_SECONDS)
@@ -347,7 +361,7 @@ class Follower:
                 return
             finally:
                 self._settle()
-        self._meet_epoch(self._primary_snapshot(), met)  # then the next connection goes on
+        self._meet_epoch(self._upstream.snapshot(), met)  # then the next connection goes on
 
     def _stream(self, ws: Stream, expected: int) -> None:
         """Rule 3: read, check and apply frames from `expected` on until stopped."""
@@ -358,7 +372,7 @@ class Follower:
             except BadFrame as exc:
                 if exc.frames:  # the good frames before it still count
                     self._hand(exc.frames, False)
-                raise _Stop(exc.reason) from None
+                raise StopFollowing(exc.reason) from None
             expected += len(batch)
             if batch or self._handoff_pending():
                 # More is waiting only after a full group: read it while this one is applied.
@@ -374,7 +388,7 @@ class Follower:
 
     def _poll_head(self) -> None:
         try:
-            snapshot = self._primary_snapshot()
+            snapshot = self._upstream.snapshot()
         except (OSError, ValueError):
             return
         self.status.primary_offset = max(self.status.primary_offset, int(snapshot.get("offset", 0)))
@@ -419,7 +433,7 @@ class Follower:
             raise _Rebootstrap(f"the primary is in epoch {epoch}, this replica in {self.store.epoch}")
         cut = self._cut
         if cut is None or cut[0] != epoch:
-            cut = self._cut = self._primary_cut()
+            cut = self._cut = self._upstream.cut()
         epoch, head = cut
         if head > applied and met is None:
             return  # its rows up to the cut come in our epoch (retained: else a 410, rule 2)
@@ -440,7 +454,7 @@ class Follower:
             theirs is not None
             and mine is not None
             and theirs.id == mine.id
-            and self._primary_head >= self.store.applied_offset
+            and self._upstream.head >= self.store.applied_offset
         )
 
     async def _compact_at(self, epoch: str, head: int) -> None:
@@ -450,58 +464,29 @@ class Follower:
         self.status.compactions += 1
         log.info("compacted at the primary's cut: epoch %s from offset %d (%s)", epoch, head, self.endpoint.http_base)
 
-    def _primary_cut(self) -> tuple[str, int]:
-        """The primary's epoch and the offset it starts after (its cut): the header of
-        `/replicate/snapshot`, read, then the socket closed before the snapshot comes."""
-        with self._open_epoch_snapshot() as ws:
-            header = read_snapshot_header(ws)
-        self._check_fingerprint(header.get("fingerprint"))
-        epoch, offset = header.get("epoch"), header.get("offset")
-        if not isinstance(epoch, str) or type(offset) is not int:  # it parsed: no damage, a contradiction
-            raise _Stop(str(StreamError(0, "the snapshot stream's header names no epoch and offset")))
-        return epoch, offset
-
-    def _open_epoch_snapshot(self) -> Stream:
-        try:
-            return self._primary.epoch_snapshot()
-        except HandshakeRefused as exc:
-            raise _Stop(f"the primary refused /replicate/snapshot: {exc}") from None
-
-    def _call_on_loop(self, make: Callable[..., Any], *args: Any, timeout: float = 120) -> Any:
+    def _call_on_loop(self, make: Callable[[*Ts], Coroutine[Any, Any, T]], *args: *Ts, timeout: float = 120) -> T:
         """Run the coroutine `make(*args)` on the event loop and wait for its result, once
         every group handed over was applied (groups.py G4): a compaction at the primary's
         cut, a bootstrap or a head frame never runs beside a group's apply."""
         assert self._loop is not None
-        try:
+        with _decided():
             if self._handoff is not None:
                 self._handoff.drain(timeout)
             future = asyncio.run_coroutine_threadsafe(make(*args), self._loop)
             return future.result(timeout=timeout)
-        except EpochChanged as exc:
-            raise _NewEpoch(str(exc)) from None
-        except StreamError as exc:
-            raise _Stop(str(exc)) from None
 
     def _handoff_pending(self) -> bool:
         """Whether a group handed over may not be durable yet (the loop's `unsynced` is
         read only once no group is in hand, when no apply runs that could change it)."""
         assert self._handoff is not None
-        return self._handoff.in_hand() > 0 or self._pipeline.unsynced is not None
+        return self._handoff.in_hand() > 0 or self._tenant.pipeline.unsynced is not None
 
     def _hand(self, frames: list[bytes], full: bool) -> None:
         """Rule 3: hand a group to the loop (groups.py G4); a group not full is waited for
         until it and every group before it is durable."""
         assert self._handoff is not None
-        try:
+        with _decided():
             self._handoff.hand(frames, full, self._stop, 120)
-        except EpochChanged as exc:
-            raise _NewEpoch(str(exc)) from None
-        except StreamError as exc:
-            raise _Stop(str(exc)) from None
-
-    async def _apply(self, frames: list[bytes], pipelined: bool) -> None:
-        """Rule 3: apply `frames` as one group (groups.py G3)."""
-        await self._pipeline.apply(self.store, frames, pipelined)
 
     def _settle(self) -> None:
         """Wait until the last group applied is durable (the stream ended), so the next
@@ -512,89 +497,49 @@ class Follower:
         try:
             if self._handoff is not None:
                 self._handoff.drain(120)  # no group of this connection left to apply
-            if self._pipeline.unsynced is None:
+            if self._tenant.pipeline.unsynced is None:
                 return
-            self._call_on_loop(self._apply, [], False)
+            self._call_on_loop(self._tenant.apply, [], False)
         except Exception as exc:  # noqa: BLE001 - never hidden behind the stream's own error
             log.warning(
                 "following %s: the last frames applied did not become durable: %s", self.endpoint.http_base, exc
             )
-            self._pipeline.unsynced = None
+            self._tenant.pipeline.unsynced = None
             if self.store.health().state is WriteState.FAILED:
-                raise _Stop(str(exc)) from exc
+                raise StopFollowing(str(exc)) from exc
 
-    # -- bootstrap (rule 2) -------------------------------------------------------------------
+    # -- bootstrap (rule 2; its steps are bootstrap.py's) ------------------------------------
 
     def _bootstrap(self) -> None:
-        """Fetch and check the primary's snapshot here (a thread, or the start-up), then
-        install it: on the event loop when one runs, since the store lives there."""
-        self._primary_snapshot()  # its head, fresh, for the guard below
-        if self.store.head_offset > self._primary_head and not self.rebootstrap:
+        """Rule 7's guard, then fetch and check the primary's snapshot here (a thread, or the
+        start-up), then install it: on the event loop when one runs, since the store lives
+        there."""
+        self._upstream.snapshot()  # its head, fresh, for the guard below
+        primary_head = self._upstream.head
+        if self.store.head_offset > primary_head and not self.rebootstrap:
             raise _Diverged(
-                f"the primary holds offsets up to {self._primary_head}, this replica up to "
+                f"the primary holds offsets up to {primary_head}, this replica up to "
                 f"{self.store.head_offset}; bootstrapping again would discard the rows after "
-                f"{self._primary_head}"
+                f"{primary_head}"
             )
         self.status.state = "bootstrapping"
-        header, data = self._fetch_snapshot()
-        self._check_fingerprint(header.get("fingerprint"))
-        image = decode_snapshot(f"{self.endpoint.http_base}/replicate/snapshot", data)
-        if image.head_offset != header.get("offset") or image.epoch != header.get("epoch"):
-            raise _Stop("the snapshot's own header disagrees with the stream's header")
-        history = history_from_json(header.get("history"))
+        image, history = self._upstream.image()
         if self._loop is None:
-            self._install(image, history)
+            self._tenant.install(image, history)
         else:
             self._call_on_loop(self._install_on_loop, image, history)
 
     async def _install_on_loop(self, image: SnapshotImage, history: History | None) -> None:
-        self._install(image, history)
+        self._tenant.install(image, history)
 
-    def _install(self, image: SnapshotImage, history: History | None) -> None:
-        """Rule 2: our epoch base becomes the primary's (the lock never let go), then our history
-        its history (rule 7: a crash between leaves the old record: the next start bootstraps)."""
-        lock = self.store.close(keep_lock=True)  # what was applied is durable by then
-        self._pipeline.unsynced = None
-        try:
-            compact.install(self.directory, image)
-        except BaseException:  # the tenant is as it was (compact.install): serve it again
-            self._reopen(lock)
-            raise
-        self._reopen(lock, handed=False)
-        if history is not None:
-            self.store.adopt_history(history)
-        self.status.bootstraps += 1
-        self.status.synced = True  # rule 8
-        log.info("bootstrapped from %s: epoch %s at offset %d", self.endpoint.http_base, image.epoch, image.head_offset)
-        if self.on_store is not None:
-            self.on_store(self.store)  # its history adopted
 
-    def _reopen(self, lock: WriterLock | None, handed: bool = True) -> None:
-        """Open the store again, the lock kept (rule 2), and hand it on; else stop (rule 4)."""
-        try:
-            self.store = self._opener(lock)
-        except Exception as exc:
-            raise _Stop(f"the store did not open again after a bootstrap: {exc}") from exc
-        if handed and self.on_store is not None:
-            self.on_store(self.store)
-
-    def _fetch_snapshot(self) -> tuple[dict[str, Any], bytes]:
-        with self._open_epoch_snapshot() as ws:
-            return read_snapshot(ws)
-
-    # -- the primary's /snapshot (rules 1 and 5) ----------------------------------------------
-
-    def _primary_snapshot(self) -> dict[str, Any]:
-        body = self._primary.snapshot()
-        if not isinstance(body, dict):
-            raise ValueError("the primary's /snapshot is not an object")
-        offset = body.get("offset", 0)
-        self._primary_head = offset if type(offset) is int else 0
-        return body
-
-    def _check_fingerprint(self, theirs: Any) -> None:
-        if theirs != self.fingerprint:
-            raise ConfigError(
-                f"the primary's schema fingerprint {theirs!r} differs from this replica's "
-                f"{self.fingerprint!r}: serve the same schema on both"
-            )
+@contextlib.contextmanager
+def _decided() -> Iterator[None]:
+    """What the loop refused, as the reading thread's decision: a frame of the primary's
+    next epoch is rule 9's cut; a frame that does not fit stops following (rule 4)."""
+    try:
+        yield
+    except EpochChanged as exc:
+        raise _NewEpoch(str(exc)) from None
+    except StreamError as exc:
+        raise StopFollowing(str(exc)) from None

@@ -1,6 +1,7 @@
 """The primary as a read replica reaches it: its `/snapshot`, `/replicate` and `/replicate/snapshot`.
 
-follower.py decides (rules 1-8 of its docstring); this module only carries the bytes. The
+follower.py decides (the rules of its docstring) and bootstrap.py judges what the primary
+said; this module only carries the bytes. The
 seam exists so those decisions can be driven without a server: a test hands the follower
 another `Primary` (tests/support/follower_kit.py plays one from a script, for tests/replica/test_follower_*.py) and
 goes through each branch, a new epoch met mid-stream or a refused handshake included, where
