@@ -10,7 +10,8 @@ data is made with the timed tree's library calls, as the commands make it: `impo
 the blog schema's users (each with a `profile` object holding a float, so the strict
 decoder's per-float call is paid) into a tenant of `--frames` records, whose log without
 its 40-byte header is exactly a FILE `dbsvc replicate --out` writes (sinks.py: "a log
-without its header"); and a second tenant of `--records` records for the backup.
+without its header"); and two tenants of `--records` records for the backup, one with its
+rows in the log, one compacted (its rows in a snapshot).
 `--keep DIR` keeps both in DIR and reuses them on the next run (so both trees read the
 same bytes).
 
@@ -34,8 +35,9 @@ from pathlib import Path
 HEADER_SIZE = 40  # storage/logfile.py: the log header a replica FILE does not have
 
 
-def make_tenant(data: str, name: str, records: int) -> str:
-    """A tenant of `records` users, imported as `dbsvc import` does; its directory."""
+def make_tenant(data: str, name: str, records: int, *, compacted: bool = False) -> str:
+    """A tenant of `records` users, imported as `dbsvc import` does (then compacted, as
+    `dbsvc compact` does: its rows in a snapshot, its log empty); its directory."""
     from dbsvc.compiler import compile_schema
     from dbsvc.datatools.lines import encode_line, line_head
     from dbsvc.datatools.load import import_file
@@ -65,6 +67,10 @@ def make_tenant(data: str, name: str, records: int) -> str:
     directory = create_tenant(data, name)
     import_file(directory, module, lines, quiet=True)
     os.unlink(lines)
+    if compacted:
+        from dbsvc.storage.tenants import compact_tenant
+
+        compact_tenant(data, name, retain_bytes=0)
     return directory
 
 
@@ -80,7 +86,7 @@ def time_runs(runs: int, action) -> list[float]:
 def show(what: str, seconds: list[float], frames: int) -> dict:
     median = statistics.median(seconds)
     runs = " ".join(f"{s:.3f}" for s in seconds)
-    print(f"{what}: runs {runs} s; min {min(seconds):.3f} s, median {median:.3f} s ({frames / median:,.0f} frames/s)")
+    print(f"{what}: runs {runs} s; min {min(seconds):.3f} s, median {median:.3f} s ({frames / median:,.0f} rows/s)")
     return {"what": what, "runs": seconds, "min": min(seconds), "median": median, "frames": frames}
 
 
@@ -115,15 +121,20 @@ def main() -> int:
             ReplicaFile.open(replica, Quiet()).close()
 
         small = make_tenant(os.path.join(work, "data"), "backup", args.records)
+        folded = make_tenant(os.path.join(work, "data"), "compacted", args.records, compacted=True)
         dest = os.path.join(work, "bk")
 
-        def backup() -> None:
-            shutil.rmtree(dest, ignore_errors=True)
-            take_backup(small, dest, "backup")
+        def backup(tenant: str):
+            def run() -> None:
+                shutil.rmtree(dest, ignore_errors=True)
+                take_backup(tenant, dest, "backup")
+
+            return run
 
         figures = [
             show(f"replicate --out FILE open, {args.frames} frames", time_runs(args.runs, open_file), args.frames),
-            show(f"backup of {args.records} records", time_runs(args.runs, backup), args.records),
+            show(f"backup of {args.records} records in the log", time_runs(args.runs, backup(small)), args.records),
+            show(f"backup of {args.records} records in a snapshot", time_runs(args.runs, backup(folded)), args.records),
         ]
         print(f"load average after {os.getloadavg()}")
         print(json.dumps({"tree": args.tree, "figures": figures, "load": os.getloadavg()}))
