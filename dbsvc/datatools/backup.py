@@ -27,7 +27,13 @@ or online, storage/compact.py) replaces snapshot and log by renames, never in pl
    switched files between the two opens: close both and start again (up to ATTEMPTS);
 3. read both through the descriptors and cut the log after its last good frame (a frame
    being appended right now is simply not included: rule 2 of logfile.py). Damage before
-   the tail refuses the backup with `CorruptLog`, as it would refuse a server start.
+   the tail refuses the backup with `CorruptLog`, as it would refuse a server start;
+4. check what was read as a restore checks it, with the same functions (`_whole_frames`,
+   `_check_snapshot_rows`): every frame's CRC and every snapshot line's, and every row (a
+   frame's payload, a snapshot's rows) strict JSON, so a backup that would not restore is
+   refused when it is taken, naming the file, the byte and the frame's offset (or the
+   snapshot's line). DIR is created only after that, so a refused backup leaves it as it
+   was (absent, or an empty directory).
 
 The copy is the tenant as it was after some row the server had written: every write
 acknowledged before the backup began is in it (it was in the log before the log was
@@ -145,16 +151,30 @@ def snapshot_header(path: str, data: bytes) -> dict[str, Any]:
 
 def _whole_frames(path: str, data: bytes) -> tuple[bytes, LogScan, int]:
     """(the log cut after its last good frame, its scan, frames). CorruptLog for damage
-    that is not a tail."""
+    that is not a tail, and for a whole frame (its CRC good) whose payload is not strict
+    JSON (module docstring): the one check of a log's rows, backup's and restore's."""
     scan = LogScan(path, data)
     frames = 0
-    for _record in scan.records():
+    for offset, payload in scan.records():
+        try:
+            strict_loads(payload)
+        except ValueError as exc:
+            raise CorruptLog(path, scan.end, f"the frame at offset {offset} is not JSON: {exc}") from None
         frames += 1
     return data[: scan.end], scan, frames
 
 
+def _check_snapshot_rows(path: str, snapshot: bytes) -> None:
+    """Every line of a snapshot passes its CRC and every row is strict JSON (module
+    docstring); `CorruptLog` naming the line: the one check of a snapshot, backup's and
+    restore's."""
+    for part in read_snapshot(path, snapshot)[2]:
+        for _window in model_windows(path, part):
+            pass
+
+
 def _capture_once(directory: str) -> Capture | None:
-    """One attempt at step 1-3 of the module docstring; None when files moved under it."""
+    """One attempt at steps 1-4 of the module docstring; None when files moved under it."""
     schema = _read_optional(os.path.join(directory, SCHEMA))
     snap_path, log_path = os.path.join(directory, SNAPSHOT), os.path.join(directory, LOG)
     snap_fd = _open(snap_path)
@@ -191,7 +211,7 @@ def _capture_once(directory: str) -> Capture | None:
         return None  # a server migrated the schema meanwhile
     log_data, scan, frames = _whole_frames(log_path, log_data)
     if snapshot is not None:
-        snapshot_lines(snap_path, snapshot)
+        _check_snapshot_rows(snap_path, snapshot)
     contents = {LOG: log_data}
     history = _read_optional(os.path.join(directory, HISTORY))  # changed only offline: stable
     if history is not None:
@@ -223,19 +243,19 @@ def capture(directory: str) -> Capture:
     )
 
 
-def _prepare_destination(dest: str) -> None:
-    try:
-        os.makedirs(dest)
-    except FileExistsError:
-        if not os.path.isdir(dest) or os.listdir(dest):
-            raise BadBackup(f"backup directory {dest!r} already exists and is not empty") from None
+def _check_destination(dest: str) -> None:
+    if os.path.lexists(dest) and (not os.path.isdir(dest) or os.listdir(dest)):
+        raise BadBackup(f"backup directory {dest!r} already exists and is not empty")
 
 
 def take_backup(directory: str, dest: str, tenant: str) -> dict[str, Any]:
     """Copy the tenant at `directory` into the new (or empty) directory `dest`; returns
-    the manifest written there."""
-    _prepare_destination(dest)
+    the manifest written there. `dest` is created only once the copy in memory passed
+    every check (`capture`), so a refused tenant leaves it as it was: absent, or empty."""
+    _check_destination(dest)
     image = capture(directory)
+    _check_destination(dest)  # filled meanwhile by someone else
+    os.makedirs(dest, exist_ok=True)
     for name, data in image.files.items():
         write_new(os.path.join(dest, name), data)
     manifest = {
@@ -323,25 +343,9 @@ def verify_backup(src: str) -> tuple[dict[str, Any], dict[str, bytes]]:
         raise BadBackup(
             f"{path}: ends at offset {scan.next_offset - 1}, the manifest says {manifest.get('head_offset')!r}"
         )
-    _check_rows(src, contents)
+    if snapshot is not None:
+        _check_snapshot_rows(os.path.join(src, SNAPSHOT), snapshot)
     return manifest, contents
-
-
-def _check_rows(src: str, contents: dict[str, bytes]) -> None:
-    """Every frame's payload and every snapshot row is strict JSON (module docstring);
-    `CorruptLog` naming the frame's byte and offset, or the snapshot's line."""
-    if SNAPSHOT in contents:
-        path = os.path.join(src, SNAPSHOT)
-        for part in read_snapshot(path, contents[SNAPSHOT])[2]:
-            for _window in model_windows(path, part):
-                pass
-    path = os.path.join(src, LOG)
-    scan = LogScan(path, contents[LOG])
-    for offset, payload in scan.records():
-        try:
-            strict_loads(payload)
-        except ValueError as exc:
-            raise CorruptLog(path, scan.end, f"the frame at offset {offset} is not JSON: {exc}") from None
 
 
 def restored_history(src: str, contents: dict[str, bytes], manifest: dict[str, Any]) -> History:

@@ -28,6 +28,10 @@ Rules:
    after it) is cut, fsynced and reported; damage that a good frame follows is refused,
    nothing cut, unless a zero byte lies just before that frame (logfile rule 3: appends no
    fsync covered, which a power loss may keep out of order), which is cut as a torn tail.
+   Every good frame's payload is parsed as rule 1's strict JSON: a `NaN` or `1e400` under
+   a good CRC (a hand edit, a foreign writer) is damage, refused with `CorruptLog` naming
+   FILE, the byte and the offset (status 1), FILE untouched; it is never left for rule 7's
+   head-frame check to mistake for a divergence.
    The run resumes after FILE's last offset; `--after` must then agree. The first frame's
    header offset is confirmed by its CRC-protected payload.
 4. Reconnects: a refused connection, a dropped one, a close frame (a server restart sends

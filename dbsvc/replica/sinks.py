@@ -7,7 +7,9 @@ rules 2 and 3:
   refused), scanned on open with the log's own frame checks (`scan_frames`: a torn tail is
   cut, fsynced and reported; damage a good frame follows is `CorruptLog`, unless zeros just
   before it show unsynced appends, logfile rule 3; a file that ends inside a batch is cut
-  back to the batch's first frame, logfile rule 5), then appended to in writes of up to
+  back to the batch's first frame, logfile rule 5; every good frame's payload parsed as
+  strict JSON, one that is not, under a good CRC, is `CorruptLog` and nothing is cut), then
+  appended to in writes of up to
   `WRITE_BUFFER` bytes and fsynced when consumer.py says (`sync`). Every operation that
   creates, changes or makes FILE durable goes through `files.ops`, so the power-loss
   simulator judges FILE as it judges the log.
@@ -19,8 +21,8 @@ rules 2 and 3:
 - `StdoutSink`: each event's JSON on standard output, one line each; a reader that went away
   (`| head`) marks the sink closed, and the run ends quietly.
 
-Imports the frame functions of storage/logfile.py and the file seam storage/files.py; nothing
-of the server, no socket.
+Imports the frame functions of storage/logfile.py, the file seam storage/files.py and
+dbsvc/strictjson.py; nothing of the server, no socket.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from dbsvc.storage.logfile import (
     frame_payload,
     frame_payload_at,
 )
+from dbsvc.strictjson import strict_loads
 
 WRITE_BUFFER = 1024 * 1024  # bytes held before one write (FILE is fsynced on its own schedule)
 
@@ -187,7 +190,7 @@ def scan_frames(path: str, data: Any) -> tuple[int, int | None, str | None]:
         else:
             reason = frame_error(data, pos, expected)
             if reason is None:
-                mark = _batch_mark(frame_payload_at(data, pos))
+                mark = _batch_mark(_strict_event(path, data, pos, expected))
                 if mark is not None and batch is None and expected < mark[1]:
                     batch = (expected, mark[1], pos)
                 elif mark is None or mark[1] == expected:
@@ -215,13 +218,27 @@ def _cut_batch(
     return start, (first - 1 if start > 0 else None), why + (f" ({reason} there)" if reason else "")
 
 
-def _batch_mark(payload: bytes) -> tuple[int, int] | None:
-    """The (first, last) offsets of a payload's `batch` mark, or None."""
-    if b'"batch":' not in payload:
-        return None
+def _strict_event(path: str, data: Any, pos: int, offset: int) -> Any:
+    """The payload of the good frame (its CRC checked) of `offset` at byte `pos`, parsed as
+    strict JSON (dbsvc/strictjson.py): a CRC vouches only for the bytes, and a `NaN` or
+    `1e400` put there under a good CRC is damage, never a torn tail, so FILE is refused as
+    it is (`CorruptLog` naming the byte and the offset), nothing cut."""
     try:
-        mark = json.loads(payload).get("batch")
-        return (int(mark["first"]), int(mark["last"]))
+        return strict_loads(frame_payload_at(data, pos))
+    except ValueError as exc:  # UnicodeDecodeError and a non-finite number included
+        raise CorruptLog(
+            path,
+            pos,
+            f"the frame at offset {offset} is not JSON ({exc}), expected strict JSON as a server writes; "
+            "its CRC is good, so this is damage, not a torn tail: nothing was cut",
+        ) from None
+
+
+def _batch_mark(event: Any) -> tuple[int, int] | None:
+    """The (first, last) offsets of a parsed payload's `batch` mark, or None."""
+    try:
+        mark = event.get("batch")
+        return None if mark is None else (int(mark["first"]), int(mark["last"]))
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
 

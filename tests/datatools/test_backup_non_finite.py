@@ -10,15 +10,13 @@ and the tenant then refused to open. They are parsed strictly now."""
 from __future__ import annotations
 
 import os
-import struct
-import zlib
 from pathlib import Path
 
 import pytest
 
 from dbsvc.datatools.backup import restore_backup, take_backup
 from dbsvc.errors import BadBackup, CorruptLog
-from support.backupkit import compact, files_of, rewrite_manifest, state
+from support.backupkit import compact, files_of, rewrite_frame, rewrite_line, rewrite_manifest, state
 
 WORDS = ["NaN", "Infinity", "1e400"]
 
@@ -27,30 +25,6 @@ def refusal(word: str) -> str:
     if word in ("NaN", "Infinity"):
         return f"{word} is not valid JSON (RFC 8259 §6: numbers are finite)"
     return f"the number {word} is out of range: expected a finite number (a 64-bit float, RFC 8259 §6)"
-
-
-def rewrite_line(path: Path, needle: bytes, old: bytes, new: bytes) -> int:
-    """In the checksummed line ("crc32hex body\\n") of `path` holding `needle`, `old` made
-    `new`, the line's CRC made good; the line's byte position."""
-    data = path.read_bytes()
-    at = data.rindex(b"\n", 0, data.index(needle)) + 1 if data.index(needle) > data.index(b"\n") else 0
-    end = data.index(b"\n", at)
-    body = data[at + 9 : end].replace(old, new, 1)
-    path.write_bytes(data[:at] + b"%08x " % zlib.crc32(body) + body + data[end:])
-    return at
-
-
-def rewrite_frame(path: Path, old: bytes, new: bytes) -> tuple[int, int]:
-    """In the first log frame holding `old`, `old` made `new`, the frame's length and CRC
-    made good: (the frame's byte position, its offset)."""
-    data = path.read_bytes()
-    start = data.rindex(b'{"kind"', 0, data.index(old))
-    at = start - 16  # u64 offset | u32 crc32 | u32 length | payload
-    offset, _crc, length = struct.unpack(">QII", data[at:start])
-    payload = data[start : start + length].replace(old, new, 1)
-    frame = struct.pack(">QII", offset, zlib.crc32(payload), len(payload)) + payload
-    path.write_bytes(data[:at] + frame + data[start + length :])
-    return at, offset
 
 
 @pytest.fixture

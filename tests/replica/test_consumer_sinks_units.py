@@ -405,12 +405,19 @@ def test_a_file_that_ends_inside_a_batch_is_cut_back_to_the_batchs_first_frame(d
         b'{"batch":{"first":"x","last":7}}',
         b'{"batch":{"first":5,"last":"y"}}',
         b'[{"batch":{"first":5,"last":7}}]',
-        b'{"batch":',
     ],
 )
 def test_a_payload_without_a_readable_batch_mark_is_a_plain_row(body):
     data = F4 + frame(5, body)
     assert scan_frames("r.log", data) == (len(data), 5, None)
+
+
+def test_a_payload_that_is_not_json_under_a_good_crc_is_refused_not_taken_for_a_plain_row():
+    # It was a plain row (only a readable mark counted); now every payload is parsed strictly.
+    with pytest.raises(CorruptLog) as info:
+        scan_frames("r.log", F4 + frame(5, b'{"batch":'))
+    assert info.value.offset == len(F4)
+    assert info.value.reason.startswith("the frame at offset 5 is not JSON (Expecting value"), info.value.reason
 
 
 def test_a_batch_mark_whose_numbers_are_strings_of_digits_is_read():

@@ -7,7 +7,9 @@ other text that is not JSON (dbsvc/strictjson.py's words), before anything of it
   before it; a `/snapshot` answer is retried like a failed one, FILE untouched; the head
   frame a run compares with FILE's last (`same_row`, consumer.py rule 7) is never the same
   row when either holds one (json.loads read `1e400` and `1e999` as one inf), and a server's
-  head frame holding one is its FrameError, FILE and its history record untouched;
+  head frame holding one is its FrameError, FILE and its history record untouched; FILE's
+  own head frame holding one is refused when FILE is opened (CorruptLog), the server never
+  asked (more in test_consumer_file_strict.py);
 - a read replica: its primary's `/snapshot` answer, and the snapshot stream it bootstraps
   from (a row, the header, the end message), make it reconnect, its store as it was: the
   same epoch, head and records, still serving.
@@ -26,7 +28,7 @@ import zlib
 
 import pytest
 
-from dbsvc.errors import HistoryDiverged
+from dbsvc.errors import CorruptLog, HistoryDiverged
 from dbsvc.replica.consumer import FrameError, ReplicaError, same_row
 from support.follower_kit import EPOCH_A, EPOCH_B, H1, H2, body, epoch_stream, history, insert
 from support.replica_kit import Primary, frame, payload
@@ -96,29 +98,41 @@ def test_a_servers_head_frame_holding_a_non_finite_number_is_a_frame_error_and_f
     assert p.paths == ["/replicate?after=1"]
 
 
-def test_a_file_whose_head_frame_holds_1e400_is_not_continued_by_the_servers_1e400(primary, tmp_path):
-    # json.loads would take the two for one row (inf == inf) and append after it; strict, the
-    # server's is a bad frame (it ended the run as a divergence before, exit 3).
+def file_refusal(path, at: int, offset: int, word: bytes) -> str:
+    """What opening a FILE whose frame `offset` at byte `at` holds `word` says (sinks.py)."""
+    return (
+        f"{path}: corrupt at byte {at}: the frame at offset {offset} is not JSON ({refusal(word)}), expected "
+        "strict JSON as a server writes; its CRC is good, so this is damage, not a torn tail: nothing was cut"
+    )
+
+
+def test_a_file_whose_head_frame_holds_1e400_is_refused_when_opened(primary, tmp_path):
+    # json.loads would take the two for one row (inf == inf) and append after it. Strict, the
+    # server's was a bad frame (session 32); now FILE's own frame is refused when FILE is
+    # opened, before the server is asked anything.
     out = tmp_path / "r.log"
     out.write_bytes(F1 + scored(2, b"1e400"))
     before = out.read_bytes()
     p = primary(lambda attempt, after: [scored(2, b"1e400", watermark=1), frame(3)] if attempt == 0 else 403)
     status, _err = run(p.base, out=str(out))
-    assert isinstance(status, FrameError)
-    assert str(status) == f"bad frame at offset 2: payload is not JSON ({refusal(b'1e400')})"
+    assert isinstance(status, CorruptLog)
+    assert str(status) == file_refusal(out, len(F1), 2, b"1e400")
     assert out.read_bytes() == before
+    assert (p.paths, p.snapshot_paths) == ([], [])
 
 
-def test_a_file_whose_head_frame_holds_nan_is_another_history_than_a_good_frame(primary, tmp_path):
+def test_a_file_whose_head_frame_holds_nan_is_refused_when_opened_not_said_to_diverge(primary, tmp_path):
+    # It ended the run as a divergence (exit 3, "start a new replica file"): the wrong cause.
     out = tmp_path / "r.log"
     out.write_bytes(F1 + scored(2, b"NaN"))
     before = out.read_bytes()
     p = primary(lambda attempt, after: [scored(2, b"0.5", watermark=1), frame(3)] if attempt == 0 else 403)
     status, _err = run(p.base, out=str(out))
-    assert isinstance(status, HistoryDiverged)
-    assert "the server's frame at offset 2 differs from the one" in str(status)
+    assert isinstance(status, CorruptLog) and not isinstance(status, HistoryDiverged)
+    assert str(status) == file_refusal(out, len(F1), 2, b"NaN")
     assert out.read_bytes() == before
     assert not (tmp_path / "r.log.history").exists()
+    assert (p.paths, p.snapshot_paths) == ([], [])
 
 
 class _RawSnapshot(Primary):

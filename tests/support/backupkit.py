@@ -2,8 +2,9 @@
 dbsvc/datatools/backup.py (tests/datatools/test_backup_units.py, test_restore_units.py): rows
 written through the store, an offline compaction, the state and history a read-only open
 sees, a directory's files, a backup's manifest rewritten with the checksums of the files as
-they now are, and the refusal `verify_backup` gives. The tenant itself (three users) is
-tests/datatools/conftest.py's fixture.
+they now are, the refusal `verify_backup` gives, and a checksummed line or a log frame
+rewritten by hand under a good checksum (`rewrite_line`, `rewrite_frame`: a tenant's or a
+backup's). The tenant itself (three users) is tests/datatools/conftest.py's fixture.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import asyncio
 import hashlib
 import json
 import os
+import struct
+import zlib
 from pathlib import Path
 
 import pytest
@@ -82,3 +85,27 @@ def refusal(bk: Path) -> str:
     with pytest.raises((BadBackup, CorruptLog)) as caught:
         verify_backup(str(bk))
     return str(caught.value)
+
+
+def rewrite_line(path: Path, needle: bytes, old: bytes, new: bytes) -> int:
+    """In the checksummed line ("crc32hex body\\n") of `path` holding `needle`, `old` made
+    `new`, the line's CRC made good; the line's byte position."""
+    data = path.read_bytes()
+    at = data.rindex(b"\n", 0, data.index(needle)) + 1 if data.index(needle) > data.index(b"\n") else 0
+    end = data.index(b"\n", at)
+    body = data[at + 9 : end].replace(old, new, 1)
+    path.write_bytes(data[:at] + b"%08x " % zlib.crc32(body) + body + data[end:])
+    return at
+
+
+def rewrite_frame(path: Path, old: bytes, new: bytes) -> tuple[int, int]:
+    """In the first log frame holding `old`, `old` made `new`, the frame's length and CRC
+    made good: (the frame's byte position, its offset)."""
+    data = path.read_bytes()
+    start = data.rindex(b'{"kind"', 0, data.index(old))
+    at = start - 16  # u64 offset | u32 crc32 | u32 length | payload
+    offset, _crc, length = struct.unpack(">QII", data[at:start])
+    payload = data[start : start + length].replace(old, new, 1)
+    frame = struct.pack(">QII", offset, zlib.crc32(payload), len(payload)) + payload
+    path.write_bytes(data[:at] + frame + data[start + length :])
+    return at, offset
