@@ -106,30 +106,19 @@ def file_refusal(path, at: int, offset: int, word: bytes) -> str:
     )
 
 
-def test_a_file_whose_head_frame_holds_1e400_is_refused_when_opened(primary, tmp_path):
-    # json.loads would take the two for one row (inf == inf) and append after it. Strict, the
-    # server's was a bad frame (session 32); now FILE's own frame is refused when FILE is
-    # opened, before the server is asked anything.
+@pytest.mark.parametrize(("word", "servers"), [(b"1e400", b"1e400"), (b"NaN", b"0.5")])
+def test_a_file_whose_head_frame_is_not_finite_is_refused_when_opened(primary, tmp_path, word, servers):
+    # 1e400: json.loads would take FILE's and the server's for one row (inf == inf) and append
+    # after it; NaN beside a good frame ended the run as a divergence (exit 3, "start a new
+    # replica file"): the wrong cause. Strict, FILE's own frame is refused when FILE is opened,
+    # before the server is asked anything.
     out = tmp_path / "r.log"
-    out.write_bytes(F1 + scored(2, b"1e400"))
+    out.write_bytes(F1 + scored(2, word))
     before = out.read_bytes()
-    p = primary(lambda attempt, after: [scored(2, b"1e400", watermark=1), frame(3)] if attempt == 0 else 403)
-    status, _err = run(p.base, out=str(out))
-    assert isinstance(status, CorruptLog)
-    assert str(status) == file_refusal(out, len(F1), 2, b"1e400")
-    assert out.read_bytes() == before
-    assert (p.paths, p.snapshot_paths) == ([], [])
-
-
-def test_a_file_whose_head_frame_holds_nan_is_refused_when_opened_not_said_to_diverge(primary, tmp_path):
-    # It ended the run as a divergence (exit 3, "start a new replica file"): the wrong cause.
-    out = tmp_path / "r.log"
-    out.write_bytes(F1 + scored(2, b"NaN"))
-    before = out.read_bytes()
-    p = primary(lambda attempt, after: [scored(2, b"0.5", watermark=1), frame(3)] if attempt == 0 else 403)
+    p = primary(lambda attempt, after: [scored(2, servers, watermark=1), frame(3)] if attempt == 0 else 403)
     status, _err = run(p.base, out=str(out))
     assert isinstance(status, CorruptLog) and not isinstance(status, HistoryDiverged)
-    assert str(status) == file_refusal(out, len(F1), 2, b"NaN")
+    assert str(status) == file_refusal(out, len(F1), 2, word)
     assert out.read_bytes() == before
     assert not (tmp_path / "r.log.history").exists()
     assert (p.paths, p.snapshot_paths) == ([], [])
