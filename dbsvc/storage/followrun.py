@@ -39,7 +39,8 @@ Rules:
 4. `check_fit` (rule 7 of follow.py): a record of value types new to its model passes the
    model's replace validator once; a record of known types has only the index keys that
    can raise checked (a datetime's key parses its text, an int64 key column refuses an
-   int out of range).
+   int out of range). The types known good are the table's own (`Table.fit`, fits.py),
+   learned by this store alone: one attribute read a run, none a frame.
 5. A group of plain inserts into one model written exactly as a primary writes them
    (`insert_group`): each payload is `{"kind":"insert","model":M,"offset":O,
    "watermark":W,"id":I,"record":R}` with nothing else, O and W the next offset and
@@ -184,15 +185,15 @@ def column_keys(key: Callable[[Any], Any], column: tuple[Any, ...]) -> list[Any]
 
 
 def _checked_values(
-    model: CompiledModel, records: list[dict]
+    table: Table, records: list[dict]
 ) -> tuple[list[Any], dict[int, list[Any]], list[tuple[Any, ...]]] | None:
-    """The records' values, when their value types are known good for the model and the
-    index keys that can fail do not (rule 4), with those keys (position -> a key a record,
+    """The records' values, when their value types are known good to the table (`Table.fit`)
+    and the index keys that can fail do not (rule 4), with those keys (position -> a key a record,
     None for None) and the values a field at a time (the columns): what tableruns.py
     `insert_run` would compute again; else None. The records hold exactly the model's
     fields in order (`_whole_records`)."""
-    values, columns = rows_and_columns(model, records)
-    fit = _fit_of(model)
+    values, columns = rows_and_columns(table.model, records)
+    fit = table.fit
     types = [set(map(type, column)) for column in columns]
     if all(len(one) == 1 for one in types):  # one type a field: the run's one shape
         shapes = {tuple(one.pop() for one in types)}
@@ -336,7 +337,7 @@ def _insert_run_of(
         if len(set(ids)) != len(ids) or not pending.isdisjoint(ids) or any(map(live.__contains__, ids)):
             return None
         tops = list(accumulate(ids[:-1], max, initial=top))
-    checked = _checked_values(model, records)
+    checked = _checked_values(table, records)
     if checked is None:
         return None
     events = _events(EventKind.INSERT, name, offsets, watermarks, ids, records, repeat(None))
@@ -438,50 +439,21 @@ def update_run(
             return None
     except TypeError:  # an unhashable id
         return None
-    checked = _checked_values(model, records)
+    checked = _checked_values(table, records)
     if checked is None:
         return None
     events = _events(EventKind.UPDATE, fields[0]["model"], offsets, watermarks, ids, records, previous)
     return list(zip(events, checked[0]))
 
 
-class _Fit:
-    """What a replicated record of one model is checked for (rule 4): the value types of
-    the records the model's replace validator accepted (`shapes`), and the index keys that
-    can fail for a value of the right type (a key function that parses, a key kept in an
-    array of int64)."""
-
-    __slots__ = ("keyed", "model", "shapes")
-
-    def __init__(self, model: CompiledModel) -> None:
-        self.model = model
-        self.shapes: set[tuple[type, ...]] = set()
-        at = {name: position for position, name in enumerate(model.fields)}
-        self.keyed = tuple(
-            (name, at[name], key, model.key_arrays.get(name) == "q")
-            for name, key in model.keys.items()
-            if key is not identity or model.key_arrays.get(name) == "q"
-        )
-
-
-_FITS: dict[int, _Fit] = {}  # id(model) -> its _Fit (the _Fit holds the model: the id stays its own)
-
-
-def _fit_of(model: CompiledModel) -> _Fit:
-    fit = _FITS.get(id(model))
-    if fit is None:
-        fit = _FITS[id(model)] = _Fit(model)
-    return fit
-
-
 def check_fit(table: Table, offset: int, event: ChangeEvent, values: Sequence[Any]) -> None:
     """Rule 4: a replicated record must be one this store can apply whole. A record whose
-    value types are new to this model must pass the model's generated replace validator
-    under its own id (then its types are known good); after that a record of known types
+    value types are new to this table must pass the model's generated replace validator
+    under its own id (then its types are known good to the table, `Table.fit`); after that a record of known types
     has only the keys its indexes compute checked, the ones that could raise half way:
     a datetime's key parses its text, an int64 key column refuses an int out of range."""
     model = table.model
-    fit = _fit_of(model)
+    fit = table.fit
     record = event.record
     if record.get(model.id_field) != event.id:
         raise StreamError(

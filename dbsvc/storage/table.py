@@ -28,6 +28,7 @@ State of a `Table`::
     versions    id -> offset of the live record's last write (versions.py): its ETag
     max_id      largest int id ever used (survives deletes and compaction)
     dicts       ShownDicts (shown.py): the dicts handed out lately
+    fit         RecordFit (fits.py): what a replica checks a record for, and has learned
     tick        this state's change tick: the next of the process-wide `TICKS` at creation
                 and at every change of the live state (insert, replace, delete, undo,
                 a run, a batch, a load), so no two states of any table share one; an
@@ -69,6 +70,7 @@ from typing import Any
 from dbsvc.runtime import CompiledModel, identity
 from dbsvc.storage.asof import Row, record_as_of, records_as_of
 from dbsvc.storage.buckets import BucketOrders
+from dbsvc.storage.fits import RecordFit
 from dbsvc.storage.hashes import FilterIndex, HashIndex, OrderedFilter, UniqueFilter
 from dbsvc.storage.idmap import LiveMap, pick, records_of
 from dbsvc.storage.indexes import OrderedIndex
@@ -115,6 +117,7 @@ class Table:
         "buckets",
         "columns",
         "dicts",
+        "fit",
         "fixup",
         "hashes",
         "id_field",
@@ -187,6 +190,9 @@ class Table:
         # Records a replica's run stored as their frames carried them (tableruns.py `insert_run`):
         # a count for `Store.stats`, which says whether a primary's spelling lets the run skip its encode.
         self.kept_texts = 0
+        # What this table's replicated records are checked for, and the value types learned
+        # good (followrun.py rule 4): the table's own, so each store learns alone (fits.py).
+        self.fit = RecordFit(model)
         # kept past SHOWN while within a share of the table's records (shown.py `_within`)
         self.dicts = ShownDicts(model.decode, fields=model.fields, id_field=model.id_field, sized=self.live.__len__)
         self.tick = next(TICKS)

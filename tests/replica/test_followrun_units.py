@@ -6,8 +6,8 @@ kinds, models or key counts change, and `check_fit` refuses a record with its me
 for word. tests/replica/test_replica_apply_plain_runs.py holds the same rules end to end
 (a group against its frames one at a time, on real stores); these are the cheap units.
 
-Every test compiles its own schema, so that no model's learned value types (`check_fit`'s)
-carry from one test to the next."""
+Every test makes its own table (`fresh`): the value types `check_fit` learns are the
+table's (`Table.fit`), so none carry from one test to the next."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ SCAN = json.JSONDecoder().scan_once
 
 
 def fresh() -> tuple[CompiledModel, Table]:
-    """A model of its own (no learned value types carry over) and its table, taught one record."""
+    """A table of its own (the value types it learns are its own, `Table.fit`), taught one record."""
     model = compile_schema(parse_schema(SCHEMA)).BY_NAME["Item"]
     table = Table(model)
     record = item(1)

@@ -372,23 +372,32 @@ def _spelled(at: int, watermark: int, model: str, id_: int, record: str) -> byte
     return encode_frame(at, (head + record + "}").encode())
 
 
-def _posts(records: list[str]) -> list[bytes]:
-    """BlogPost inserts at offsets 11 on (after `_warm`'s ten users), their records' texts `records`."""
-    return [_spelled(10 + n, n, "BlogPost", n, r) for n, r in enumerate(records, start=1)]
+def _posts(records: list[str], before: int = 0) -> list[bytes]:
+    """BlogPost inserts of ids 1 on, their records' texts `records`, after `_warm`'s ten
+    users and `before` posts: at offsets 11 + `before` on."""
+    return [_spelled(10 + before + n, before + n, "BlogPost", n, r) for n, r in enumerate(records, start=1)]
 
 
 def _post_text(n: int, **over) -> str:
     return text(post(n, author=n % 10 + 1, title=f"title {n}", score=n / 8, **over))
 
 
+# One post taken alone after `_warm` (a lone frame goes the general path, whose validator
+# teaches the store the value types of `_post_text`'s records, followrun.py rule 4), so
+# that a group of such posts after it is a run. What a store learned is its own
+# (`Table.fit`): each fresh store is taught again.
+TEACH_POST = _spelled(11, 1, "BlogPost", 41, _post_text(41))
+
+
 def _stored(tmp_path, frames: list[bytes], way: str) -> dict:  # noqa: ANN001 (pytest's tmp_path)
-    """`frames` after `_warm()` into a fresh replica store (as a group, or one at a time),
-    then compacted at its head: the error, the records of `frames` kept as their frames carried them,
-    the snapshot file's bytes, and the records a reopened store reads."""
+    """`frames` after `_warm()` and `TEACH_POST` into a fresh replica store (as a group, or
+    one at a time), then compacted at its head: the error, the records of `frames` kept as
+    their frames carried them, the snapshot file's bytes, and the records a reopened store reads."""
     path = tmp_path / way.replace(" ", "-")
     store = open_store(create_tenant(str(path), "t"), sync="off", replication=True)
     try:
         assert _run(store, _warm(), grouped=True) is None
+        assert _run(store, [TEACH_POST], grouped=False) is None
         warm = store.stats()["kept_texts"]
         error = _run(store, frames, grouped=way == "grouped")
 
@@ -467,7 +476,31 @@ def test_a_primarys_group_is_stored_as_its_frames_carry_it_byte_for_byte(tmp_pat
     assert replicas == {"grouped": 80, "one at a time": 0}
 
 
-# The 25th post's record text (offset 35) spelled otherwise: `True` when it is still
+def test_each_store_learns_its_value_types_alone_and_counts_its_own_kept_texts(tmp_path):
+    # Two replica stores of one schema, open together in one process (they share its compiled
+    # models), each given the same two groups of posts. A store's first group is of value
+    # types new to it, so it goes one frame at a time (followrun.py rule 1) and keeps no
+    # text; its second, of the same types, is one run and keeps all 40 (rule 6). What the
+    # first store learned is its own (`Table.fit`): the second's first group is new to it too.
+    first = _posts([_post_text(n) for n in range(1, 41)])
+    second = [_spelled(10 + n, n, "BlogPost", n, _post_text(n)) for n in range(41, 81)]
+    stores = {
+        name: open_store(create_tenant(str(tmp_path / name), "t"), sync="off", replication=True) for name in ("a", "b")
+    }
+    kept: dict[str, list[int]] = {"a": [], "b": []}
+    try:
+        for name, store in stores.items():
+            assert _run(store, _warm(), grouped=True) is None
+            for group in (first, second):
+                assert _run(store, group, grouped=True) is None
+                kept[name].append(store.stats()["kept_texts"])
+    finally:
+        for store in stores.values():
+            store.close()
+    assert kept == {"a": [0, 40], "b": [0, 40]}
+
+
+# The 25th post's record text (offset 36, after `TEACH_POST`) spelled otherwise: `True` when it is still
 # exactly the text this store writes (the run keeps its frames' texts), `False` when the
 # run must pack its records (or, for the records the run's checks refuse, go one frame
 # at a time).
@@ -504,11 +537,11 @@ def test_a_record_spelled_otherwise_is_packed_and_stored_as_before(tmp_path, spe
     assert records[24].count('"score":3.125') == 1 and records[24].count('"author_id":6,') == 1
     records[24] = respell(records[24])
     assert kept == (spelling == "as written") or records[24] != _post_text(25)
-    results = {way: _stored(tmp_path, _posts(records), way) for way in ("grouped", "one at a time")}
+    results = {way: _stored(tmp_path, _posts(records, before=1), way) for way in ("grouped", "one at a time")}
     grouped, alone = results["grouped"], results["one at a time"]
     assert grouped["snapshot"] == alone["snapshot"] and grouped["records"] == alone["records"]
     assert grouped["error"] == alone["error"]
     assert alone["kept"] == 0
     assert grouped["kept"] == (40 if kept else 0)
     if kept:
-        assert grouped["error"] is None and len(grouped["records"]["BlogPost"]) == 40
+        assert grouped["error"] is None and len(grouped["records"]["BlogPost"]) == 40 + 1  # and TEACH_POST
