@@ -8,6 +8,7 @@ file steps) and their rules; this module runs them for one store::
     task = compactor.compact_now()    # start one whatever the rule says, or the running one
     task = compactor.compact_at(epoch, head, recent)   # a follower, at its primary's cut
     compactor.cut                     # {model: online.TableCut} while the snapshot thread reads
+    compactor.at_switch               # True while the running one waits for its switch (invariant 2)
     compactor.settling                # the heap's collapse after the last switch, while it runs
     compactor.stop()                  # close(): cancel a compaction before its commit point
 
@@ -110,6 +111,8 @@ class Compactor:
         self.huge_pages = True
         self.task: asyncio.Task[None] | None = None
         self.progress: online.Progress | None = None
+        # The running compaction's switch, asked of the committer (`at_switch`), or None.
+        self._switch: asyncio.Future[None] | None = None
         # While a compaction's snapshot thread reads the records as of its cut, each write
         # notes the record it replaces here first (online.TableCut).
         self.cut: dict[str, online.TableCut] | None = None
@@ -122,6 +125,14 @@ class Compactor:
         # The heap's collapse after the last switch while it runs (invariant 5), and its task.
         self.settling: online.Progress | None = None
         self.settle_task: asyncio.Task[int] | None = None
+
+    @property
+    def at_switch(self) -> bool:
+        """Whether the running compaction waits for its switch (invariant 2): every step
+        before it done (snapshot, retained segment, new log caught up, old files held) and
+        the committer asked to run it between two fsyncs (commit.py `run_between_fsyncs`),
+        which it has not done yet (a group's fsync is in flight, say). Read on the loop."""
+        return self._switch is not None and not self._switch.done()
 
     def after_write(self, commit: CommitQueue) -> None:
         """The size rule, checked after a write took the log past `compact_bytes`."""
@@ -203,6 +214,7 @@ class Compactor:
             self.cut = None
             self.task = None
             self.progress = None
+            self._switch = None
 
     async def _compact_steps(self, progress: online.Progress, take: TakeCut) -> None:
         """One online compaction: online.py's file steps, in the order of its docstring."""
@@ -276,7 +288,8 @@ class Compactor:
             )
             caught_up = await self._catch_up(progress, old.log_path, new, cut)
             held.extend(await online.in_thread(progress, online.hold_old_files, directory))
-            await commit.run_between_fsyncs(switch)
+            self._switch = commit.run_between_fsyncs(switch)
+            await self._switch
         except BaseException as exc:
             self.cut = None
             progress.cancel()

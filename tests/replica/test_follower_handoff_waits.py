@@ -15,18 +15,16 @@ compaction's switch, in the new epoch, unless the thread waited.
 
 Nothing here sleeps to decide: the hold is let go once the reading thread is parked in
 a `drain` (seen in its own live stack), or has gone past the point where it should have
-waited (the next connection opened; the compaction waiting for its switch, seen in its
-task's await chain). One of the two always comes, and only the wait gives the right end.
+waited (the next connection opened; the compaction waiting for its switch, as the
+compactor says: storage/compactor.py `Compactor.at_switch`). One of the two always comes, and only the wait gives the right end.
 
 The scripted primary and in-process replica of tests/support/follower_kit.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import threading
-from typing import Any
 
 from dbsvc.errors import WebSocketClientError
 from dbsvc.replica import groups
@@ -130,25 +128,11 @@ def test_a_stream_that_ends_with_a_group_handed_but_not_yet_applied_reconnects_a
     assert node.on_loop(lambda: sorted(node.store.table("User").records)) == list(range(1, last + 1))
 
 
-def _await_chain(task: asyncio.Task | None) -> list[str]:
-    """What `task` is suspended in, outermost first: its coroutines' names, then the type
-    of what the innermost awaits when that is no coroutine (a future's `FutureIter`), read
-    on its loop."""
-    names: list[str] = []
-    awaited: Any = None if task is None else task.get_coro()
-    while awaited is not None and hasattr(awaited, "cr_code"):
-        names.append(awaited.cr_code.co_name)
-        awaited = awaited.cr_await
-    if awaited is not None:
-        names.append(type(awaited).__name__)
-    return names
-
-
 def _at_its_switch(node: Replica) -> bool:
-    """Whether the store's compaction waits for its switch (compactor.py: every thread
-    step done, `run_between_fsyncs`' future awaited by the steps themselves)."""
-    chain = node.on_loop(lambda: _await_chain(node.store.compaction))
-    return chain[-2:] in (["_compact_steps", "FutureIter"], ["_compact_steps", "Future"])
+    """Whether the store's compaction waits for its switch (compactor.py `at_switch`: every
+    thread step done, the committer asked to run the switch between two fsyncs), read on
+    the loop."""
+    return node.on_loop(lambda: node.store.compactor.at_switch)
 
 
 def test_a_cut_met_by_the_poll_with_groups_in_hand_compacts_once_they_are_applied(replica, tmp_path, monkeypatch):

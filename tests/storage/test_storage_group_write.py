@@ -3,7 +3,8 @@ and the committer writes a batch's frames with one call before its fsync.
 
 Checked here: how many write calls reach the file layer, that the frames land in order and
 whole, that an online compaction has the held frames written before it reads the log from
-its threads, that a failed batch write fails the whole batch and nothing else, and that a
+its threads (and waits for its switch while a group's fsync is in flight, as its
+`at_switch` says), that a failed batch write fails the whole batch and nothing else, and that a
 committer stopped by something other than an I/O error leaves the store read-only instead
 of wedged."""
 
@@ -155,6 +156,35 @@ def test_an_online_compaction_has_the_held_frames_written_before_its_cut(tenant,
     try:
         assert sorted(s.tables["User"].records) == [1, 2, 3, 4, 5, 6] and s.head_offset == 6
         assert _frames(s) == [(i, "User", i) for i in range(1, 7)]
+    finally:
+        s.close()
+
+
+def test_a_compaction_says_it_waits_for_its_switch_while_a_groups_fsync_is_held(tenant, tmp_path, monkeypatch, stores):
+    # The switch runs between two fsyncs (compactor.py invariant 2): with a group's fsync
+    # held, a compaction does every step before it and waits, and `at_switch` says so until
+    # the fsync is let go and the switch has run; before and after, it says no.
+    gate = tmp_path / "gate"
+    monkeypatch.setenv("DBSVC_FAULT", f"fsync:2:HOLD={gate}")
+    s = stores(tenant, replication=True)
+    epoch = s.epoch
+
+    async def go() -> list[bool]:
+        seen = [s.compactor.at_switch]
+        first, behind = await _two_held_behind_a_held_fsync(s, gate)
+        compaction = s.compact_now()
+        deadline = asyncio.get_running_loop().time() + WAIT
+        while not s.compactor.at_switch and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.005)
+        seen += [s.compactor.at_switch, s.epoch == epoch]  # waiting, not switched
+        gate.touch()
+        await asyncio.gather(first, *behind)
+        await asyncio.wait_for(compaction, WAIT)
+        return [*seen, s.compactor.at_switch]
+
+    try:
+        assert run(go()) == [False, True, True, False]
+        assert s.epoch != epoch, "the compaction did not complete"
     finally:
         s.close()
 
