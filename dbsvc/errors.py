@@ -25,6 +25,7 @@ Tree::
       ImportRejected         bad lines of an import file (nothing imported)
       HistoryDiverged        a replica file no longer continues its server's history (exit status 3)
       TokenError             token rejected (mapped to 401 or 403 by the guard)
+      MalformedAnswer        a primary's answer that parsed but is not what its route promises
       WebSocketClientError   the blocking WebSocket client could not open a socket, or it failed
         HandshakeRefused     the server answered the handshake with a status other than 101
         WebSocketClosed      the stream ended (the close code received, or 1006)
@@ -173,6 +174,19 @@ class TokenError(DbsvcError):
         super().__init__(message)
         self.forbidden = forbidden
         self.sent = sent
+
+
+class MalformedAnswer(DbsvcError):
+    """A primary's answer that parsed but is not what its route promises (a read replica's
+    `GET /snapshot` body): `field` holds `value` (its repr shortened, or `missing`), not
+    `expected`. As transient as no answer: the follower retries while serving."""
+
+    def __init__(self, route: str, field: str, value: str, expected: str) -> None:
+        super().__init__(f"the primary answered a malformed {route}: {field} {value}, expected {expected}")
+        self.route = route
+        self.field = field
+        self.value = value
+        self.expected = expected
 
 
 class WebSocketClientError(DbsvcError):

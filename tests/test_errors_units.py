@@ -83,6 +83,17 @@ def test_token_and_upstream_errors_carry_their_flags():
     assert errors.UpstreamError("x", sent=True).sent is True
 
 
+def test_a_malformed_answer_names_the_route_the_field_the_value_and_what_was_expected():
+    error = errors.MalformedAnswer("/snapshot", "offset", "'abc'", "a non-negative integer")
+    assert str(error) == "the primary answered a malformed /snapshot: offset 'abc', expected a non-negative integer"
+    assert (error.route, error.field, error.value, error.expected) == (
+        "/snapshot",
+        "offset",
+        "'abc'",
+        "a non-negative integer",
+    )
+
+
 def test_a_refused_handshake_reads_the_problem_body():
     body = b'{"code": "offset_gone", "detail": "offset 3 is gone"}'
     error = errors.HandshakeRefused(410, [("content-type", "application/problem+json")], body)

@@ -6,8 +6,8 @@ this module carries out their steps that read the primary's `/snapshot` and
 (rule 2), so that the reading loop there stays a loop of decisions:
 
     upstream = Upstream(primary, endpoint, fingerprint)
-    body = upstream.snapshot()           # GET /snapshot, an object; upstream.head its offset (rules 1, 5)
-    upstream.check_fingerprint(theirs)   # ConfigError for another schema (rule 1)
+    theirs = upstream.snapshot()         # GET /snapshot as a PrimarySnapshot, checked (rules 1, 5, 7a, 9)
+    upstream.check_fingerprint(theirs.fingerprint)  # ConfigError for another schema (rule 1)
     epoch, after = upstream.cut()        # the stream's header only, then closed (rule 9)
     image, history = upstream.image()    # the whole snapshot, checked (rule 2)
     tenant = Tenant(directory, opener, status, source)
@@ -31,6 +31,13 @@ Invariants:
 3. The history record is adopted after the install, then the new store is handed on
    (`on_store`): a crash between the two leaves the old record, and the next start
    bootstraps again (rule 7).
+4. The primary's `/snapshot` body is read in one place (`parse_snapshot_body`) into a
+   `PrimarySnapshot`: an object whose `epoch` is a non-empty string, `offset` a
+   non-negative integer (a bool or a float is not one), `fingerprint` a string and
+   `history` null, absent or a history record. Anything else is `MalformedAnswer`, naming
+   the field, its value and what was expected: transient, like a primary that does not
+   answer (the follower retries while serving), never taken for another schema or an
+   offset of 0. Its other fields (`watermarks`, `replication`, `replica`) are not read.
 
 Imports storage and the replica's primary seam (primary.py); no asyncio, no threads: where
 a step runs (the event loop, or the start-up before it) is the follower's business.
@@ -40,9 +47,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
-from dbsvc.errors import ConfigError, HandshakeRefused, StreamError
+from dbsvc.errors import ConfigError, HandshakeRefused, MalformedAnswer, StreamError
 from dbsvc.replica.consumer import Endpoint
 from dbsvc.replica.groups import Pipeline
 from dbsvc.replica.primary import Primary, Stream, read_snapshot, read_snapshot_header
@@ -64,6 +71,50 @@ class StopFollowing(Exception):
     and the follower's both decide it."""
 
 
+_MISSING = object()  # a field the body does not have
+_SHOWN = 80  # characters of a malformed value the message shows
+
+
+@dataclass(frozen=True, slots=True)
+class PrimarySnapshot:
+    """What the follower reads of the primary's `GET /snapshot` (invariant 4): its epoch
+    (rule 9), its head offset (rules 5 and 7), its schema fingerprint (rule 1) and its
+    history record, None for a primary written before histories (rule 7a)."""
+
+    epoch: str
+    offset: int
+    fingerprint: str
+    history: History | None
+
+
+def parse_snapshot_body(body: object) -> PrimarySnapshot:
+    """Invariant 4: the primary's `/snapshot` JSON as a `PrimarySnapshot`, or MalformedAnswer
+    naming the first field that is not what the route promises."""
+    if not isinstance(body, dict):
+        raise _malformed("the body", body, "a JSON object")
+    epoch = body.get("epoch", _MISSING)
+    if not isinstance(epoch, str) or not epoch:
+        raise _malformed("epoch", epoch, "a non-empty string")
+    offset = body.get("offset", _MISSING)
+    if type(offset) is not int or offset < 0:
+        raise _malformed("offset", offset, "a non-negative integer")
+    fingerprint = body.get("fingerprint", _MISSING)
+    if not isinstance(fingerprint, str):
+        raise _malformed("fingerprint", fingerprint, "a string")
+    record = body.get("history")
+    history = history_from_json(record)
+    if record is not None and history is None:
+        raise _malformed("history", record, 'null or a history record {"id": ..., "forks": [...]}')
+    return PrimarySnapshot(epoch, offset, fingerprint, history)
+
+
+def _malformed(field: str, value: object, expected: str) -> MalformedAnswer:
+    shown = "missing" if value is _MISSING else repr(value)
+    if len(shown) > _SHOWN:
+        shown = shown[: _SHOWN - 3] + "..."
+    return MalformedAnswer("/snapshot", field, shown, expected)
+
+
 class Upstream:
     """The primary's answers as the replica judges them: its `/snapshot` (rules 1 and 5) and
     its `/replicate/snapshot`, whole (rule 2) or its header alone (rule 9)."""
@@ -72,17 +123,12 @@ class Upstream:
         self.primary = primary
         self.source = endpoint.http_base
         self.fingerprint = fingerprint
-        self.head = 0  # the offset of the primary's last /snapshot (0 for one not an integer)
 
-    def snapshot(self) -> dict[str, Any]:
-        """The primary's `/snapshot`; ValueError for one that is not an object, OSError for
-        no answer (primary.py rule 1)."""
-        body = self.primary.snapshot()
-        if not isinstance(body, dict):
-            raise ValueError("the primary's /snapshot is not an object")
-        offset = body.get("offset", 0)
-        self.head = offset if type(offset) is int else 0
-        return body
+    def snapshot(self) -> PrimarySnapshot:
+        """The primary's `/snapshot`, checked (invariant 4): OSError or ValueError for no
+        answer or one that is not JSON (primary.py rule 1), MalformedAnswer for JSON that
+        is not a `/snapshot` body."""
+        return parse_snapshot_body(self.primary.snapshot())
 
     def check_fingerprint(self, theirs: object) -> None:
         """Rule 1: the primary serves our schema, or nothing of it is taken."""

@@ -32,7 +32,8 @@ Rules:
    is applied and durable, so the next connection resumes at the replica's acknowledged
    head.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
-   dropped, 5xx). A definitive answer (401, 403, 404, another 4xx, a fingerprint
+   dropped, 5xx, a `/snapshot` body that is not one: bootstrap.py invariant 4, at start
+   too). A definitive answer (401, 403, 404, another 4xx, a fingerprint
    mismatch, a frame that does not fit) stops following; so does a store that refuses
    writes (its log's fsync failed: fail-stop, commit.py) and any error not named here: the
    replica goes on serving what it has, `/metrics` shows the state and the error, and the
@@ -81,7 +82,7 @@ The reading side runs in one thread; everything that touches the store runs on t
 loop. The primary is reached through `primary.py` (`HttpPrimary`: http.client and the blocking
 client of `dbsvc.http.ws.client`); this module only decides. What a rule does to the primary's
 `/snapshot` and `/replicate/snapshot` and to the store is bootstrap.py's: `Upstream` reads and
-judges the primary's answers (rule 1's fingerprint, rule 2's snapshot checked whole, rule 9's
+judges the primary's answers (its `/snapshot` as a typed `PrimarySnapshot`, rule 1's fingerprint, rule 2's snapshot checked whole, rule 9's
 cut from the stream's header), and `Tenant` holds the store, the groups applied to it not yet
 durable (rule 3) and rule 2's install with the lock kept. When each applies is decided here.
 
@@ -108,18 +109,19 @@ from dbsvc.errors import (
     ConfigError,
     EpochChanged,
     HandshakeRefused,
+    MalformedAnswer,
     OffsetGone,
     OffsetOutOfRange,
     StorageError,
     StreamError,
     WebSocketClientError,
 )
-from dbsvc.replica.bootstrap import Opener, StopFollowing, Tenant, Upstream
+from dbsvc.replica.bootstrap import Opener, PrimarySnapshot, StopFollowing, Tenant, Upstream
 from dbsvc.replica.consumer import Endpoint
 from dbsvc.replica.groups import BadFrame, Handoff, read_group
 from dbsvc.replica.primary import HttpPrimary, Primary, Stream
 from dbsvc.replica.status import ReplicaStatus
-from dbsvc.storage.history import History, history_from_json
+from dbsvc.storage.history import History
 from dbsvc.storage.logwriter import WriteState
 from dbsvc.storage.snapshot import SnapshotImage
 from dbsvc.storage.store import Store
@@ -215,9 +217,13 @@ class Follower:
             log.warning("primary %s not reachable yet (%s); following starts when it is", self.endpoint.http_base, exc)
             self.status.error = f"the primary is not reachable: {exc}"
             return
-        self._upstream.check_fingerprint(snapshot.get("fingerprint"))
-        self.status.primary_offset = int(snapshot.get("offset", 0))
-        if snapshot.get("epoch") == self.store.epoch:
+        except MalformedAnswer as exc:  # as transient as no answer (bootstrap.py invariant 4)
+            log.warning("following %s: %s; retrying while serving", self.endpoint.http_base, exc)
+            self.status.error = str(exc)
+            return
+        self._upstream.check_fingerprint(snapshot.fingerprint)
+        self.status.primary_offset = snapshot.offset
+        if snapshot.epoch == self.store.epoch:
             self.status.synced = True  # rule 8
         elif self.store.head_offset > 0 and self._continues_ours(snapshot):
             pass  # rule 9: the first connection compacts at the primary's cut, or bootstraps
@@ -228,7 +234,7 @@ class Follower:
                 self._diverge(str(exc))
             except StopFollowing as exc:
                 raise ConfigError(f"cannot follow {self.endpoint.http_base}: {exc}") from None
-            except (WebSocketClientError, OSError, ValueError, StorageError) as exc:  # rule 2: transient
+            except (WebSocketClientError, OSError, ValueError, StorageError, MalformedAnswer) as exc:  # rule 2
                 log.warning("bootstrap from %s failed (%s); retrying while serving", self.endpoint.http_base, exc)
                 self.status.state, self.status.error = "reconnecting", f"bootstrap failed: {exc}"
 
@@ -276,7 +282,7 @@ class Follower:
             except (StopFollowing, ConfigError) as exc:
                 self._stopped(str(exc))
                 return
-            except (WebSocketClientError, OSError, ValueError, StreamError) as exc:
+            except (WebSocketClientError, OSError, ValueError, StreamError, MalformedAnswer) as exc:
                 self._transient(str(exc))  # StreamError: a cut's header damaged (a frame's stops following)
             except Exception as exc:  # the store refuses writes (a failed fsync: commit.py), or a bug
                 self._stopped(str(exc))  # never a reading thread gone while /metrics says "following"
@@ -317,13 +323,13 @@ class Follower:
 
     def _follow(self) -> None:
         snapshot = self._upstream.snapshot()
-        self._upstream.check_fingerprint(snapshot.get("fingerprint"))
-        self.status.primary_offset = int(snapshot.get("offset", 0))
+        self._upstream.check_fingerprint(snapshot.fingerprint)
+        self.status.primary_offset = snapshot.offset
         self._meet_epoch(snapshot)
         head = self.store.head_offset
         adopt = self._check_history(snapshot, head)
-        if self._upstream.head < head:
-            raise _Rebootstrap(f"the primary's head is offset {self._upstream.head}, behind this replica's {head}")
+        if snapshot.offset < head:
+            raise _Rebootstrap(f"the primary's head is offset {snapshot.offset}, behind this replica's {head}")
         own = self._call_on_loop(self._own_frame, head) if head > 0 else None
         after = head if own is None else head - 1
         try:
@@ -389,15 +395,15 @@ class Follower:
     def _poll_head(self) -> None:
         try:
             snapshot = self._upstream.snapshot()
-        except (OSError, ValueError):
-            return
-        self.status.primary_offset = max(self.status.primary_offset, int(snapshot.get("offset", 0)))
+        except (OSError, ValueError, MalformedAnswer):
+            return  # the next connection asks again, and says why if it fails there
+        self.status.primary_offset = max(self.status.primary_offset, snapshot.offset)
         self._meet_epoch(snapshot)
 
-    def _check_history(self, snapshot: dict[str, Any], head: int) -> History | None:
+    def _check_history(self, snapshot: PrimarySnapshot, head: int) -> History | None:
         """Rule 7a: the primary's history to adopt once the head frame passed (None: keep
         ours); `_Rebootstrap` on a mismatch."""
-        theirs = history_from_json(snapshot.get("history"))
+        theirs = snapshot.history
         mine = self.store.history
         if theirs is None or (mine is not None and mine.id == theirs.id):
             return None
@@ -418,11 +424,11 @@ class Follower:
     async def _adopt(self, history: History) -> None:
         self.store.adopt_history(history)
 
-    def _meet_epoch(self, snapshot: dict[str, Any], met: _NewEpoch | None = None) -> None:
+    def _meet_epoch(self, snapshot: PrimarySnapshot, met: _NewEpoch | None = None) -> None:
         """Rule 9: the primary in another epoch than ours (its `/snapshot`, or `met`, a
         frame of its next epoch): compact at its cut, or follow on in ours up to the cut;
         `_Rebootstrap` when neither can be done."""
-        epoch = snapshot.get("epoch")
+        epoch = snapshot.epoch
         if epoch == self.store.epoch:
             self._cut = None
             if met is not None:  # a renumbered frame with no new epoch: not the primary's history
@@ -446,15 +452,15 @@ class Follower:
             raise _Rebootstrap(f"{reason}, and this replica cannot cut there: {exc}") from None
         self._cut = None
 
-    def _continues_ours(self, snapshot: dict[str, Any]) -> bool:
+    def _continues_ours(self, snapshot: PrimarySnapshot) -> bool:
         """Rule 9: the primary's new epoch compacts the history we hold (same id, head not
         behind ours); else only a bootstrap, under rule 7's guard, may follow it."""
-        theirs, mine = history_from_json(snapshot.get("history")), self.store.history
+        theirs, mine = snapshot.history, self.store.history
         return (
             theirs is not None
             and mine is not None
             and theirs.id == mine.id
-            and self._upstream.head >= self.store.applied_offset
+            and snapshot.offset >= self.store.applied_offset
         )
 
     async def _compact_at(self, epoch: str, head: int) -> None:
@@ -514,8 +520,7 @@ class Follower:
         """Rule 7's guard, then fetch and check the primary's snapshot here (a thread, or the
         start-up), then install it: on the event loop when one runs, since the store lives
         there."""
-        self._upstream.snapshot()  # its head, fresh, for the guard below
-        primary_head = self._upstream.head
+        primary_head = self._upstream.snapshot().offset  # fresh, for the guard below
         if self.store.head_offset > primary_head and not self.rebootstrap:
             raise _Diverged(
                 f"the primary holds offsets up to {primary_head}, this replica up to "

@@ -241,11 +241,18 @@ def test_an_empty_replica_adopts_any_history_of_its_primary(replica):
     assert primary.afters == [0, 0]
 
 
-def test_a_primary_that_names_no_head_is_taken_as_empty_by_a_replica_with_rows(replica):
+def test_a_primary_that_names_no_head_is_asked_again_and_never_taken_as_empty(replica):
+    # A /snapshot without an offset is malformed (bootstrap.py invariant 4), not a primary
+    # at offset 0 that a replica with rows would call diverged and stop following.
     primary = ScriptedPrimary(body(EPOCH_A, 1, hist=history(H1)), epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
     primary.streams = [[insert(1)]]
     following(primary, replica, 1).close()
-    headless = {"epoch": EPOCH_A, "fingerprint": FINGERPRINT, "history": history(H1)}
-    node = replica(ScriptedPrimary(headless)).start()
-    node.wait("diverged", lambda: node.status.state == "diverged")
+    headless = ScriptedPrimary({"epoch": EPOCH_A, "fingerprint": FINGERPRINT, "history": history(H1)})
+    node = replica(headless).start()
+    node.wait("two retries", lambda: node.status.reconnects >= 2)
+    assert node.status.state == "reconnecting"
+    assert node.status.error == (
+        "the primary answered a malformed /snapshot: offset missing, expected a non-negative integer"
+    )
     assert node.user_ids() == [1]
+    assert (headless.epochs_asked, headless.afters) == (0, [])

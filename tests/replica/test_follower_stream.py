@@ -302,14 +302,14 @@ def test_the_poll_of_snapshot_raises_the_primarys_head_while_streaming(replica):
     assert node.status.report(1)["lag_seconds"] < deadline_seconds()
 
 
-def test_a_snapshot_without_an_offset_counts_as_offset_0(replica):
-    empty = {"epoch": EPOCH_A, "fingerprint": FINGERPRINT, "history": history(H1)}  # no "offset"
-    primary = ScriptedPrimary(empty, epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
+def test_a_snapshot_without_an_offset_is_asked_again_and_nothing_followed(replica):
+    headless = {"epoch": EPOCH_A, "fingerprint": FINGERPRINT, "history": history(H1)}  # no "offset"
+    primary = ScriptedPrimary(headless, epochs=[epoch_stream(EPOCH_A, 0, hist=history(H1))])
     node = replica(primary, poll_seconds=0.0).start()
-    node.wait("three polls while following", lambda: primary.snapshots_asked >= 6)
-    assert node.status.state == "following"
+    node.wait("three more asks", lambda: primary.snapshots_asked >= 4)
+    assert node.status.state == "reconnecting"
     assert node.status.primary_offset == 0
-    assert node.status.report(0)["lag_offsets"] == 0
+    assert (primary.epochs_asked, primary.afters, node.status.bootstraps) == (0, [], 0)
 
 
 def test_the_primarys_head_is_polled_between_batches_while_frames_keep_coming(replica):
