@@ -8,7 +8,7 @@ this module carries out their steps that read the primary's `/snapshot` and
     upstream = Upstream(primary, endpoint, fingerprint)
     theirs = upstream.snapshot()         # GET /snapshot as a PrimarySnapshot, checked (rules 1, 5, 7a, 9)
     upstream.check_fingerprint(theirs.fingerprint)  # ConfigError for another schema (rule 1)
-    epoch, after = upstream.cut()        # the stream's header only, then closed (rule 9)
+    epoch, after = upstream.cut()        # the stream's header only, checked, then closed (rule 9)
     image, history = upstream.image()    # the whole snapshot, checked (rule 2)
     tenant = Tenant(directory, opener, status, source)
     tenant.install(image, history)       # the store replaced, the writer lock kept (rule 2)
@@ -31,13 +31,16 @@ Invariants:
 3. The history record is adopted after the install, then the new store is handed on
    (`on_store`): a crash between the two leaves the old record, and the next start
    bootstraps again (rule 7).
-4. The primary's `/snapshot` body is read in one place (`parse_snapshot_body`) into a
-   `PrimarySnapshot`: an object whose `epoch` is a non-empty string, `offset` a
-   non-negative integer (a bool or a float is not one), `fingerprint` a string and
-   `history` null, absent or a history record. Anything else is `MalformedAnswer`, naming
-   the field, its value and what was expected: transient, like a primary that does not
-   answer (the follower retries while serving), never taken for another schema or an
-   offset of 0. Its other fields (`watermarks`, `replication`, `replica`) are not read.
+4. The primary's answers are read in one place each (answers.py): its `/snapshot` body
+   (`parse_snapshot_body`) into a `PrimarySnapshot`, and the `/replicate/snapshot`
+   header (by primary.py's readers) into a `SnapshotHeader`: an object whose `epoch` is a
+   non-empty string, `offset` a non-negative integer (a bool or a float is not one),
+   `fingerprint` a string and `history` null, absent or a history record. Anything else
+   is `MalformedAnswer`, naming the field, its value and what was expected: transient,
+   like a primary that does not answer (the follower retries while serving), never taken
+   for another schema, an offset of 0 or, for a garbled `history`, no history. What stays
+   definitive: a fingerprint that is a string but not ours (`ConfigError`, rule 1) and a
+   header whose epoch or offset contradicts the snapshot under it (`StopFollowing`).
 
 Imports storage and the replica's primary seam (primary.py); no asyncio, no threads: where
 a step runs (the event loop, or the start-up before it) is the follower's business.
@@ -47,15 +50,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from dbsvc.errors import ConfigError, HandshakeRefused, MalformedAnswer, StreamError
+from dbsvc.errors import ConfigError, HandshakeRefused
+from dbsvc.replica.answers import PrimarySnapshot, parse_snapshot_body
 from dbsvc.replica.consumer import Endpoint
 from dbsvc.replica.groups import Pipeline
 from dbsvc.replica.primary import Primary, Stream, read_snapshot, read_snapshot_header
 from dbsvc.replica.status import ReplicaStatus
 from dbsvc.storage import compact
-from dbsvc.storage.history import History, history_from_json
+from dbsvc.storage.history import History
 from dbsvc.storage.lock import WriterLock
 from dbsvc.storage.snapshot import SnapshotImage
 from dbsvc.storage.snapshotreader import decode_snapshot
@@ -69,50 +72,6 @@ Opener = Callable[[WriterLock | None], Store]
 class StopFollowing(Exception):
     """A definitive answer: stop following (follower.py rule 4). Public because this module
     and the follower's both decide it."""
-
-
-_MISSING = object()  # a field the body does not have
-_SHOWN = 80  # characters of a malformed value the message shows
-
-
-@dataclass(frozen=True, slots=True)
-class PrimarySnapshot:
-    """What the follower reads of the primary's `GET /snapshot` (invariant 4): its epoch
-    (rule 9), its head offset (rules 5 and 7), its schema fingerprint (rule 1) and its
-    history record, None for a primary written before histories (rule 7a)."""
-
-    epoch: str
-    offset: int
-    fingerprint: str
-    history: History | None
-
-
-def parse_snapshot_body(body: object) -> PrimarySnapshot:
-    """Invariant 4: the primary's `/snapshot` JSON as a `PrimarySnapshot`, or MalformedAnswer
-    naming the first field that is not what the route promises."""
-    if not isinstance(body, dict):
-        raise _malformed("the body", body, "a JSON object")
-    epoch = body.get("epoch", _MISSING)
-    if not isinstance(epoch, str) or not epoch:
-        raise _malformed("epoch", epoch, "a non-empty string")
-    offset = body.get("offset", _MISSING)
-    if type(offset) is not int or offset < 0:
-        raise _malformed("offset", offset, "a non-negative integer")
-    fingerprint = body.get("fingerprint", _MISSING)
-    if not isinstance(fingerprint, str):
-        raise _malformed("fingerprint", fingerprint, "a string")
-    record = body.get("history")
-    history = history_from_json(record)
-    if record is not None and history is None:
-        raise _malformed("history", record, 'null or a history record {"id": ..., "forks": [...]}')
-    return PrimarySnapshot(epoch, offset, fingerprint, history)
-
-
-def _malformed(field: str, value: object, expected: str) -> MalformedAnswer:
-    shown = "missing" if value is _MISSING else repr(value)
-    if len(shown) > _SHOWN:
-        shown = shown[: _SHOWN - 3] + "..."
-    return MalformedAnswer("/snapshot", field, shown, expected)
 
 
 class Upstream:
@@ -140,25 +99,23 @@ class Upstream:
 
     def cut(self) -> tuple[str, int]:
         """Rule 9: the primary's epoch and the offset it starts after (its cut): the header
-        of `/replicate/snapshot`, read, then the socket closed before the snapshot comes."""
+        of `/replicate/snapshot`, read and checked (answers.py rule 2), then the socket
+        closed before the snapshot comes."""
         with self._open() as ws:
             header = read_snapshot_header(ws)
-        self.check_fingerprint(header.get("fingerprint"))
-        epoch, offset = header.get("epoch"), header.get("offset")
-        if not isinstance(epoch, str) or type(offset) is not int:  # it parsed: no damage, a contradiction
-            raise StopFollowing(str(StreamError(0, "the snapshot stream's header names no epoch and offset")))
-        return epoch, offset
+        self.check_fingerprint(header.fingerprint)
+        return header.epoch, header.offset
 
     def image(self) -> tuple[SnapshotImage, History | None]:
         """Rule 2: the primary's epoch base, checked whole (invariant 1), and the history
         record its header names (None for a primary without one)."""
         with self._open() as ws:
             header, data = read_snapshot(ws)
-        self.check_fingerprint(header.get("fingerprint"))
+        self.check_fingerprint(header.fingerprint)
         image = decode_snapshot(f"{self.source}/replicate/snapshot", data)
-        if image.head_offset != header.get("offset") or image.epoch != header.get("epoch"):
+        if image.head_offset != header.offset or image.epoch != header.epoch:
             raise StopFollowing("the snapshot's own header disagrees with the stream's header")
-        return image, history_from_json(header.get("history"))
+        return image, header.history
 
     def _open(self) -> Stream:
         try:

@@ -56,7 +56,11 @@ Rules:
       `watermark`, which an online compaction renumbers for the rows it carries.
    A divergence (a restore from a backup, a rewrite) ends the run with `HistoryDiverged`,
    exit status 3 (dbsvc/exits.py), a message naming L and what to do, FILE and its record
-   untouched; a head frame that is not the same row and fails rule 1's checks itself (a
+   untouched. A `/snapshot` body that is JSON but not one (answers.py rule 1: its epoch,
+   offset, fingerprint or history not what the route promises; a garbled history is
+   never taken for none) ends the run with `MalformedAnswer`, status 1, as a bad frame
+   does (the server said it; asking again would most likely hear it again), naming the
+   field, its value and what was expected, FILE and its record untouched; a head frame that is not the same row and fails rule 1's checks itself (a
    payload holding `NaN` or `1e400`, which `same_row` never takes for FILE's, a wrong offset)
    is that frame's FrameError instead, status 1, naming the fault, FILE as untouched; so does a server whose head is below L-1 (its 400 `offset_out_of_range`).
    A server that no longer holds frame L (410 for L-1) cannot be checked by (b): the run
@@ -70,7 +74,8 @@ Rules:
 
 Where the good frames go (rules 2 and 3: FILE, or standard output) is sinks.py.
 
-Imports: the blocking WebSocket client of dbsvc.http.ws.client, the log's own frame
+Imports: the blocking WebSocket client of dbsvc.http.ws.client, the one reader of the
+server's `/snapshot` body (answers.py, shared with the read replica), the log's own frame
 rules from dbsvc.storage.logfile (`frame_error`), so a replica file and a server log are
 judged alike, the history record of dbsvc.storage.history, and sinks.py, which opens, writes, cuts, fsyncs and closes FILE through the
 file seam `files.ops`, so the power-loss simulator (tests/support/powerloss_fs.py) judges
@@ -89,10 +94,19 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, BinaryIO, TextIO
 
-from dbsvc.errors import ConfigError, DbsvcError, HandshakeRefused, HistoryDiverged, MessageTooBig, WebSocketClientError
+from dbsvc.errors import (
+    ConfigError,
+    DbsvcError,
+    HandshakeRefused,
+    HistoryDiverged,
+    MalformedAnswer,
+    MessageTooBig,
+    WebSocketClientError,
+)
 from dbsvc.http.ws.client import open_websocket
+from dbsvc.replica.answers import PrimarySnapshot, parse_snapshot_body
 from dbsvc.replica.sinks import ReplicaFile, StdoutSink
-from dbsvc.storage.history import History, history_from_json
+from dbsvc.storage.history import History
 from dbsvc.storage.logfile import MAX_FRAME, MAX_PAYLOAD, frame_error, frame_header, frame_offset, frame_payload
 from dbsvc.strictjson import strict_loads
 
@@ -259,18 +273,20 @@ class Reporter:
     def _poll(self, endpoint: Endpoint) -> None:
         while True:
             try:
-                status, body = get_snapshot(endpoint, 2.0)
-                if status == 200 and isinstance(body.get("offset"), int):
-                    self.head = body["offset"]
-            except (OSError, ValueError, http.client.HTTPException):
-                pass  # the stream's own reconnects say why
+                _status, snapshot = get_snapshot(endpoint, 2.0)
+                if snapshot is not None:
+                    self.head = snapshot.offset
+            except (OSError, ValueError, http.client.HTTPException, MalformedAnswer):
+                pass  # the stream's own reconnects (or rule 7a's check) say why
             if self._stop.wait(SNAPSHOT_EVERY):
                 return
 
 
-def get_snapshot(endpoint: Endpoint, timeout: float) -> tuple[int, dict[str, Any]]:
-    """(status, JSON object) of the server's `GET /snapshot` (no token needed); OSError,
-    HTTPException or ValueError when it cannot be had."""
+def get_snapshot(endpoint: Endpoint, timeout: float) -> tuple[int, PrimarySnapshot | None]:
+    """The status of the server's `GET /snapshot` (no token needed) and, for a 200, its body
+    read by the one reader of that body (answers.py rule 1); OSError, HTTPException or
+    ValueError when it cannot be had or is not JSON, MalformedAnswer when it is JSON but not
+    a `/snapshot` body."""
     parts = urllib.parse.urlsplit(endpoint.http_base)
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     conn = cls(parts.netloc, timeout=timeout)
@@ -281,11 +297,9 @@ def get_snapshot(endpoint: Endpoint, timeout: float) -> tuple[int, dict[str, Any
     finally:
         conn.close()
     if reply.status != 200:
-        return reply.status, {}
+        return reply.status, None
     body = strict_loads(data)  # a ValueError for NaN or 1e400 too (rule 1's strict JSON)
-    if not isinstance(body, dict):
-        raise ValueError("the server's /snapshot is not a JSON object")
-    return reply.status, body
+    return reply.status, parse_snapshot_body(body)
 
 
 def _size(n: int) -> str:
@@ -423,11 +437,13 @@ def diverged_message(path: str, offset: int) -> str:
 def history_to_adopt(endpoint: Endpoint, sink: ReplicaFile, last: int) -> History | None:
     """Rule 7a: the server's history, to record once the head frame passed (None: keep
     FILE's record); `HistoryDiverged` when the server's history does not continue FILE's
-    at offset `last`. OSError, HTTPException or ValueError when /snapshot cannot be had."""
-    status, body = get_snapshot(endpoint, CONNECT_TIMEOUT)
+    at offset `last`. OSError, HTTPException or ValueError when /snapshot cannot be had;
+    MalformedAnswer (not retried: the server said it) when its body is not a `/snapshot`
+    body, a garbled `history` included, which is never taken for none."""
+    status, snapshot = get_snapshot(endpoint, CONNECT_TIMEOUT)
     if status >= 500 or status in (408, 429):
         raise OSError(f"GET /snapshot answered {status}")
-    theirs = history_from_json(body.get("history")) if status == 200 else None
+    theirs = snapshot.history if snapshot is not None else None
     mine = sink.history
     if theirs is None or theirs == mine:
         return None  # an older server, or a /snapshot a proxy does not pass: rule 7b alone

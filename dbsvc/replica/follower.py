@@ -32,8 +32,8 @@ Rules:
    is applied and durable, so the next connection resumes at the replica's acknowledged
    head.
 4. Reconnect with a capped, jittered backoff on anything transient (connection refused or
-   dropped, 5xx, a `/snapshot` body that is not one: bootstrap.py invariant 4, at start
-   too). A definitive answer (401, 403, 404, another 4xx, a fingerprint
+   dropped, 5xx, a `/snapshot` body or a `/replicate/snapshot` header that is not one,
+   a garbled history included: bootstrap.py invariant 4, at start too). A definitive answer (401, 403, 404, another 4xx, a fingerprint
    mismatch, a frame that does not fit) stops following; so does a store that refuses
    writes (its log's fsync failed: fail-stop, commit.py) and any error not named here: the
    replica goes on serving what it has, `/metrics` shows the state and the error, and the

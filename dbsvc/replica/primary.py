@@ -10,7 +10,7 @@ an end-to-end run only reaches the paths a real primary happens to take.
     body    = primary.snapshot()          # GET /snapshot as parsed JSON (any JSON value)
     stream  = primary.replicate(after)    # /replicate?after=N, open
     stream  = primary.epoch_snapshot()    # /replicate/snapshot, open
-    header  = read_snapshot_header(stream)        # its first message: the cut (epoch, offset)
+    header  = read_snapshot_header(stream)        # its first message, a SnapshotHeader: the cut
     header, data = read_snapshot(stream)          # the whole snapshot, size and crc32 checked
 
 Rules:
@@ -33,9 +33,13 @@ Rules:
    message: a stream that does not start with its header, a header or end message that is
    not JSON or not an object, an end message whose size or crc32 is not the bytes'; and
    `WebSocketClientError` for one that stalls. Nothing else (no bare ValueError or
-   TypeError) escapes them: the follower takes a `StreamError` of the stream as damage in
-   transit and fetches again (its rule 2). A `StreamError` names the offset of the header
-   (0 before one was read, or when it names none) and what was expected.
+   TypeError) escapes them but `MalformedAnswer`, for a header that is a JSON object but
+   not a snapshot header (answers.py rule 2: its epoch, offset, fingerprint or history
+   not what the route promises), read into a typed `SnapshotHeader` before anything
+   after it. The follower takes a `StreamError` of the stream as damage in transit and
+   fetches again (its rule 2), and a `MalformedAnswer` as transient too (its rule 4). A
+   `StreamError` names the offset of the header (0 before one was read) and what was
+   expected.
 5. Every JSON text from the primary (the `/snapshot` body, the snapshot stream's header and
    end messages) is read by dbsvc/strictjson.py: `NaN`, `Infinity` and a number past the
    doubles (`1e400`, which json.loads reads as inf) are not JSON, so `snapshot` raises
@@ -43,8 +47,8 @@ Rules:
    that is not JSON, naming the number: the follower reconnects, as it does for any answer
    that is not JSON.
 
-Imports the blocking WebSocket client of dbsvc.http.ws.client and the consumer's `Endpoint`;
-nothing of storage, no asyncio.
+Imports the blocking WebSocket client of dbsvc.http.ws.client, the consumer's `Endpoint`
+and the header's reader (answers.py); nothing of storage, no asyncio.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from typing import Any, Protocol
 
 from dbsvc.errors import StreamError, WebSocketClientError
 from dbsvc.http.ws.client import open_websocket
+from dbsvc.replica.answers import SnapshotHeader, parse_snapshot_header
 from dbsvc.replica.consumer import Endpoint
 from dbsvc.strictjson import strict_loads
 
@@ -166,22 +171,22 @@ class HttpPrimary:
         return open_websocket(url, headers=self._headers, timeout=HANDSHAKE_TIMEOUT)
 
 
-def read_snapshot_header(stream: Stream) -> dict[str, Any]:
-    """The first message of `/replicate/snapshot`: its JSON header (rule 4)."""
+def read_snapshot_header(stream: Stream) -> SnapshotHeader:
+    """The first message of `/replicate/snapshot`: its JSON header, checked (rule 4)."""
     first = stream.receive(timeout=MESSAGE_TIMEOUT)
     if not isinstance(first, str):
         raise StreamError(0, "the snapshot stream did not start with its header")
     header = _message(first, "header", 0)
     if not isinstance(header, dict):
         raise StreamError(0, "the snapshot stream's header is not an object")
-    return header
+    return parse_snapshot_header(header)
 
 
-def read_snapshot(stream: Stream) -> tuple[dict[str, Any], bytes]:
+def read_snapshot(stream: Stream) -> tuple[SnapshotHeader, bytes]:
     """The whole `/replicate/snapshot`: its header and its bytes, checked against the end
     message's size and crc32 (rule 4)."""
     header = read_snapshot_header(stream)
-    offset = _offset_of(header)
+    offset = header.offset
     parts: list[bytes] = []
     while True:
         message = stream.receive(timeout=MESSAGE_TIMEOUT)
@@ -197,14 +202,6 @@ def read_snapshot(stream: Stream) -> tuple[dict[str, Any], bytes]:
     if end.get("type") != "end" or end.get("bytes") != len(data) or end.get("crc32") != zlib.crc32(data):
         raise StreamError(offset, "the snapshot arrived damaged (size or crc32)")
     return header, data
-
-
-def _offset_of(header: dict[str, Any]) -> int:
-    """The offset a header names, for the `StreamError`s after it: 0 when it names none
-    that is an integer (a text, a float or `true` is no offset, and `int()` of a list or
-    of "x" would raise a TypeError or ValueError of its own)."""
-    offset = header.get("offset")
-    return offset if type(offset) is int else 0
 
 
 _EXPECTED = {

@@ -31,7 +31,7 @@ from dbsvc.replica.consumer import FrameError, ReplicaError, Reporter, replicate
 from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage import files
 from dbsvc.storage.history import History
-from support.replica_kit import DEADLINE, Terminal, frame, payload
+from support.replica_kit import DEADLINE, Terminal, frame, payload, snapshot_body
 from support.replica_kit import run_replicate as run
 
 pytestmark = pytest.mark.timeout(60)  # a run that never ends fails here, not at the suite's 300 s
@@ -328,7 +328,7 @@ def test_without_a_file_events_go_to_standard_output_after_the_given_offset(prim
 def test_the_servers_history_is_recorded_before_the_first_frame_of_a_new_file(primary, tmp_path):
     history = {"id": H1, "forks": []}
     out = tmp_path / "r.log"
-    p = primary(lambda attempt, after: [F1] if attempt == 0 else 403, snapshot=(200, {"offset": 1, "history": history}))
+    p = primary(lambda attempt, after: [F1] if attempt == 0 else 403, snapshot=(200, snapshot_body(1, history)))
     terminate_when(size_is(out, len(F1)))
     status, err = run(p.base, out=str(out))
     assert status == 0, err
@@ -345,13 +345,13 @@ def test_a_forked_history_is_adopted_only_after_the_head_frame_matched(primary, 
     mine.close()
     forked = {"id": H2, "forks": [{"id": H1, "at": 2}]}
     other = frame(2, payload(2, record={"id": 2, "name": "other"}))
-    p = primary(lambda attempt, after: [other], snapshot=(200, {"offset": 2, "history": forked}))
+    p = primary(lambda attempt, after: [other], snapshot=(200, snapshot_body(2, forked)))
     status, _err = run(p.base, out=str(out))
     assert isinstance(status, HistoryDiverged)
     kept = ReplicaFile.open(str(out), Reporter(io.StringIO()))
     assert kept.history == History(H1)  # not adopted
     kept.close()
-    p2 = primary(lambda attempt, after: [F2, F3], snapshot=(200, {"offset": 3, "history": forked}))
+    p2 = primary(lambda attempt, after: [F2, F3], snapshot=(200, snapshot_body(3, forked)))
     terminate_when(size_is(out, len(F1 + F2 + F3)))
     status, err = run(p2.base, out=str(out))
     assert status == 0, err

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from dbsvc.errors import HistoryDiverged
+from dbsvc.errors import HistoryDiverged, MalformedAnswer
 from dbsvc.replica import consumer
+from dbsvc.replica.answers import PrimarySnapshot
 from dbsvc.replica.consumer import Reporter, get_snapshot, history_to_adopt, parse_endpoint
 from dbsvc.replica.sinks import ReplicaFile
 from dbsvc.storage.history import Fork, History
-from support.replica_kit import DEADLINE, Terminal, frame
+from support.replica_kit import DEADLINE, SERVER_EPOCH, SERVER_FINGERPRINT, Terminal, frame, snapshot_body
 from support.tlskit import self_signed
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,14 +33,18 @@ F1, F2 = frame(1), frame(2)
 
 
 def test_get_snapshot_reads_the_servers_answer_under_its_prefix(primary):
-    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 7}))
-    assert get_snapshot(parse_endpoint(p.base + "/db"), 5) == (200, {"offset": 7})
+    p = primary(lambda attempt, after: 403, snapshot=(200, snapshot_body(7)))
+    assert get_snapshot(parse_endpoint(p.base + "/db"), 5) == (
+        200,
+        PrimarySnapshot(SERVER_EPOCH, 7, SERVER_FINGERPRINT, None),
+    )
     assert p.snapshot_paths == ["/db/snapshot"]
     p.snapshot = (503, {"detail": "busy"})
-    assert get_snapshot(parse_endpoint(p.base), 5) == (503, {})
-    p.snapshot = (200, [7])
-    with pytest.raises(ValueError, match=r"^the server's /snapshot is not a JSON object$"):
+    assert get_snapshot(parse_endpoint(p.base), 5) == (503, None)
+    p.snapshot = (200, [7])  # it was a ValueError of its own wording: now the one reader's
+    with pytest.raises(MalformedAnswer) as info:
         get_snapshot(parse_endpoint(p.base), 5)
+    assert str(info.value) == "the primary answered a malformed /snapshot: the body [7], expected a JSON object"
 
 
 def sink_with(tmp_path: Path, frames: bytes, history: History | None) -> ReplicaFile:
@@ -65,14 +70,14 @@ def test_which_server_history_is_adopted(primary, tmp_path):
     endpoint = parse_endpoint(p.base)
     sink = sink_with(tmp_path, F1 + F2, History(H1))
     assert history_to_adopt(endpoint, sink, 2) is None  # a server without /snapshot: the head frame alone
-    p.snapshot = (200, {"offset": 2})
+    p.snapshot = (200, snapshot_body(2))
     assert history_to_adopt(endpoint, sink, 2) is None  # a server that names no history
-    p.snapshot = (200, {"offset": 2, "history": {"id": H1, "forks": []}})
+    p.snapshot = (200, snapshot_body(2, {"id": H1, "forks": []}))
     assert history_to_adopt(endpoint, sink, 2) is None  # FILE's own
     forked_at_2 = {"id": H2, "forks": [{"id": H1, "at": 2}]}
-    p.snapshot = (200, {"offset": 5, "history": forked_at_2})
+    p.snapshot = (200, snapshot_body(5, forked_at_2))
     assert history_to_adopt(endpoint, sink, 2) == History(H2, (Fork(H1, 2),))
-    p.snapshot = (200, {"offset": 5, "history": {"id": H2, "forks": [{"id": H1, "at": 1}]}})
+    p.snapshot = (200, snapshot_body(5, {"id": H2, "forks": [{"id": H1, "at": 1}]}))
     with pytest.raises(HistoryDiverged) as caught:
         history_to_adopt(endpoint, sink, 2)
     assert str(caught.value) == (
@@ -85,7 +90,7 @@ def test_which_server_history_is_adopted(primary, tmp_path):
 
 
 def test_a_file_without_a_record_or_without_frames_takes_the_servers_history(primary, tmp_path):
-    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 5, "history": {"id": H2, "forks": []}}))
+    p = primary(lambda attempt, after: 403, snapshot=(200, snapshot_body(5, {"id": H2, "forks": []})))
     endpoint = parse_endpoint(p.base)
     sink = sink_with(tmp_path, F1, None)
     assert history_to_adopt(endpoint, sink, 1) == History(H2)
@@ -112,7 +117,7 @@ def test_messages_are_plain_lines_unless_stderr_is_a_terminal(primary):
 
 
 def test_the_progress_line_shows_frames_bytes_offset_and_lag_from_the_polled_head(primary):
-    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 42}))
+    p = primary(lambda attempt, after: 403, snapshot=(200, snapshot_body(42)))
     report = Reporter(Terminal(), parse_endpoint(p.base))
     deadline = time.monotonic() + DEADLINE
     while report.head is None and time.monotonic() < deadline:
@@ -181,7 +186,7 @@ def test_the_progress_line_is_redrawn_only_when_a_quarter_second_passed(primary)
 @pytest.fixture
 def https_snapshot(tmp_path, monkeypatch):
     """A plain HTTP server over TLS (the standard library's), answering GET /snapshot with
-    {"offset": 5}, its self-signed certificate trusted through SSL_CERT_FILE as the
+    a body at offset 5 whose epoch is the path asked (`_http_server`), its self-signed certificate trusted through SSL_CERT_FILE as the
     system store would hold it; yields its port."""
     cert_path, key_path = self_signed(tmp_path)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert_path))
@@ -191,7 +196,7 @@ def https_snapshot(tmp_path, monkeypatch):
 def _http_server(ssl_files=None):
     class Snapshot(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (the standard library's name)
-            body = json.dumps({"offset": 5, "path": self.path}).encode()
+            body = json.dumps(snapshot_body(5, epoch=self.path)).encode()  # the path asked, as the epoch
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -218,18 +223,27 @@ def _http_server(ssl_files=None):
 def test_get_snapshot_speaks_tls_to_an_https_server(https_snapshot):
     assert get_snapshot(parse_endpoint(f"https://127.0.0.1:{https_snapshot}/db"), 5) == (
         200,
-        {"offset": 5, "path": "/db/snapshot"},
+        PrimarySnapshot("/db/snapshot", 5, SERVER_FINGERPRINT, None),
     )
 
 
 def test_get_snapshot_asks_with_the_get_method():
     """A server strict about its methods (the standard library's answers 501 to any other)."""
     for port in _http_server():
-        assert get_snapshot(parse_endpoint(f"http://127.0.0.1:{port}"), 5) == (200, {"offset": 5, "path": "/snapshot"})
+        assert get_snapshot(parse_endpoint(f"http://127.0.0.1:{port}"), 5) == (
+            200,
+            PrimarySnapshot("/snapshot", 5, SERVER_FINGERPRINT, None),
+        )
 
 
 @pytest.mark.parametrize(
-    "answer, head", [((200, {"offset": 7}), 7), ((200, {"offset": "7"}), None), ((503, {"offset": 7}), None)]
+    "answer, head",
+    [
+        ((200, snapshot_body(7)), 7),
+        ((200, {**snapshot_body(7), "offset": "7"}), None),
+        ((200, snapshot_body(7, history="h")), None),  # a malformed body names no head either
+        ((503, snapshot_body(7)), None),
+    ],
 )
 def test_the_poller_takes_only_an_integer_head_from_a_200(primary, answer, head):
     p = primary(lambda attempt, after: 403, snapshot=answer)
@@ -244,12 +258,12 @@ def test_the_poller_takes_only_an_integer_head_from_a_200(primary, answer, head)
 def test_the_poller_keeps_polling_the_head(primary, monkeypatch):
     """Every SNAPSHOT_EVERY seconds (3 s; 0.05 s here): the lag follows the server's head."""
     monkeypatch.setattr(consumer, "SNAPSHOT_EVERY", 0.05)
-    p = primary(lambda attempt, after: 403, snapshot=(200, {"offset": 42}))
+    p = primary(lambda attempt, after: 403, snapshot=(200, snapshot_body(42)))
     report = Reporter(Terminal(), parse_endpoint(p.base))
     deadline = time.monotonic() + DEADLINE
     while report.head != 42 and time.monotonic() < deadline:
         time.sleep(0.02)
-    p.snapshot = (200, {"offset": 43})
+    p.snapshot = (200, snapshot_body(43))
     while report.head != 43 and time.monotonic() < deadline:
         time.sleep(0.02)
     report.finish()

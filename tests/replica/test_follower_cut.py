@@ -101,25 +101,65 @@ def test_each_compaction_at_a_cut_is_counted(replica):
     assert node.user_ids() == [1, 2, 3, 4]
 
 
+MALFORMED = "the primary answered a malformed /replicate/snapshot: "
+RECORD = '{"id": ..., "forks": [...]}'
+
+
+def cutting_at_3(primary: ScriptedPrimary) -> None:
+    """The primary compacts at 3 into epoch B; frame 4 is of epoch B (watermark 3)."""
+    primary.streams = [
+        [insert(1), insert(2), update(3, 1), compacts(primary, EPOCH_B, 3, insert(4, watermark=3, uid=3))],
+        [insert(4, watermark=3, uid=3)],
+    ]
+
+
 @pytest.mark.parametrize(
-    "header",
+    "header, message",
     [
-        {"epoch": EPOCH_B},  # no offset
-        {"epoch": EPOCH_B, "offset": "2"},
-        {"epoch": EPOCH_B, "offset": True},
-        {"offset": 2},  # no epoch
-        {"epoch": 7, "offset": 2},
+        ({"epoch": EPOCH_B}, "offset missing, expected a non-negative integer"),
+        ({"epoch": EPOCH_B, "offset": "3"}, "offset '3', expected a non-negative integer"),
+        ({"epoch": EPOCH_B, "offset": True}, "offset True, expected a non-negative integer"),
+        ({"offset": 3}, "epoch missing, expected a non-empty string"),
+        ({"epoch": 7, "offset": 3}, "epoch 7, expected a non-empty string"),
+        ({"epoch": EPOCH_B, "offset": 3, "fingerprint": None}, "fingerprint None, expected a string"),
+        (
+            {"epoch": EPOCH_B, "offset": 3, "history": {"id": H1}},
+            f"history {{'id': '{H1}'}}, expected null or a history record {RECORD}",
+        ),
     ],
-    ids=["no-offset", "offset-text", "offset-true", "no-epoch", "epoch-number"],
+    ids=["no-offset", "offset-text", "offset-true", "no-epoch", "epoch-number", "fingerprint-null", "history-garbled"],
 )
-def test_a_cut_header_without_an_epoch_and_an_offset_stops_following(replica, header):
-    primary = ScriptedPrimary(body(EPOCH_A, 2, hist=history(H1)))
-    primary.streams = [[insert(1), insert(2), compacts(primary, EPOCH_B, 2, insert(3))]]
+def test_a_malformed_cut_header_is_transient_and_the_next_cut_is_made(replica, caplog, header, message):
+    # It stopped following ("the snapshot stream's header names no epoch and offset"), and a
+    # garbled history was never read. Now it is the primary's malformed answer, as its
+    # /snapshot's is: nothing is cut or installed, the next connection asks again.
+    caplog.set_level("INFO", logger="dbsvc.replica")
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)))
+    cutting_at_3(primary)
     cut = json.dumps({"type": "snapshot", "format": 1, "fingerprint": FINGERPRINT, **header})
-    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), [cut]]
+    primary.epochs = [
+        epoch_stream(EPOCH_A, 0, hist=history(H1)),
+        [cut, "never read"],
+        epoch_stream(EPOCH_B, 3, hist=history(H1)),  # the next connection's cut
+    ]
+    node = replica(primary).start()
+    node.wait("at 4 in epoch B", lambda: node.store.head_offset == 4 and node.store.epoch == EPOCH_B)
+    told = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert ("INFO", f"following {URL}: {MALFORMED}{message}; reconnecting") in told
+    assert (node.status.bootstraps, node.status.compactions, primary.epochs_asked) == (1, 1, 3)
+    assert node.user_ids() == [1, 2, 3]
+
+
+def test_a_cut_header_of_another_schema_still_stops_following(replica):
+    primary = ScriptedPrimary(body(EPOCH_A, 3, hist=history(H1)))
+    cutting_at_3(primary)
+    primary.epochs = [epoch_stream(EPOCH_A, 0, hist=history(H1)), epoch_stream(EPOCH_B, 3, fingerprint="other")]
     node = replica(primary).start()
     node.wait("stopped", lambda: node.status.state == "stopped")
-    assert node.status.error == "replication frame at offset 0: the snapshot stream's header names no epoch and offset"
+    assert node.status.error == (
+        f"the primary's schema fingerprint 'other' differs from this replica's {FINGERPRINT!r}: "
+        "serve the same schema on both"
+    )
     assert (node.store.epoch, node.store.head_offset, node.status.compactions) == (EPOCH_A, 3, 0)
 
 

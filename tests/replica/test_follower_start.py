@@ -52,7 +52,7 @@ def test_a_replica_already_in_the_primarys_epoch_starts_without_a_bootstrap(repl
 
 
 def test_an_empty_replica_whose_bootstrap_fails_at_start_starts_unready(replica, caplog):
-    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[json.dumps({"type": "snapshot"}), None]])
+    primary = ScriptedPrimary(body(EPOCH_A, 0), epochs=[[epoch_stream(EPOCH_A, 0)[0], None]])  # a header, then none
     node = replica(primary)
     node.follower.prepare()
     assert ("WARNING", f"bootstrap from {URL} failed (the snapshot stream stalled); retrying while serving") in [
@@ -120,6 +120,10 @@ def without_offset(header: str) -> str:
     return json.dumps({k: v for k, v in json.loads(header).items() if k != "offset"})
 
 
+def with_history(header: str, history: object) -> str:
+    return json.dumps(dict(json.loads(header), history=history))
+
+
 @pytest.mark.parametrize(
     "stream, message",
     [
@@ -131,8 +135,14 @@ def without_offset(header: str) -> str:
         (epoch_stream(EPOCH_A, 5)[:2] + [end_with(type="stop")], f"replication frame at offset 5: {DAMAGED}"),
         (epoch_stream(EPOCH_A, 5)[:2] + [json.dumps({"type": "stop"})], f"replication frame at offset 5: {DAMAGED}"),
         (
+            # It named offset 0 for the damage after it; the header is now checked first.
             [without_offset(epoch_stream(EPOCH_A, 5)[0]), epoch_stream(EPOCH_A, 5)[1], end_with(bytes=1)],
-            f"replication frame at offset 0: {DAMAGED}",
+            "the primary answered a malformed /replicate/snapshot: offset missing, expected a non-negative integer",
+        ),
+        (
+            [with_history(epoch_stream(EPOCH_A, 5)[0], "h1"), *epoch_stream(EPOCH_A, 5)[1:]],
+            "the primary answered a malformed /replicate/snapshot: history 'h1', expected null or a history "
+            'record {"id": ..., "forks": [...]}',
         ),
         (
             epoch_stream(EPOCH_A, 5)[1:],
@@ -150,7 +160,17 @@ def without_offset(header: str) -> str:
             '(RFC 8259 §6: numbers are finite); expected a JSON object {"type": "end", "bytes": ..., "crc32": ...}',
         ),
     ],
-    ids=["size", "crc", "type", "not-end", "header-without-offset", "no-header", "header-not-json", "end-nan"],
+    ids=[
+        "size",
+        "crc",
+        "type",
+        "not-end",
+        "header-without-offset",
+        "header-history-garbled",
+        "no-header",
+        "header-not-json",
+        "end-nan",
+    ],
 )
 def test_a_damaged_bootstrap_snapshot_is_never_installed_and_the_start_goes_on(replica, caplog, stream, message):
     # It escaped prepare() (a StreamError, or a bare ValueError for text that is not JSON):

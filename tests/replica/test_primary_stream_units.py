@@ -14,8 +14,10 @@ import zlib
 
 import pytest
 
-from dbsvc.errors import StreamError, WebSocketClientError
+from dbsvc.errors import MalformedAnswer, StreamError, WebSocketClientError
+from dbsvc.replica.answers import SnapshotHeader
 from dbsvc.replica.primary import read_snapshot, read_snapshot_header
+from dbsvc.storage.history import Fork, History
 
 
 class Played:
@@ -30,7 +32,8 @@ class Played:
         return self.messages.pop(0) if self.messages else None
 
 
-HEADER = '{"type": "snapshot", "epoch": "e1", "offset": 7}'
+HEADER = '{"type": "snapshot", "format": 1, "epoch": "e1", "offset": 7, "fingerprint": "f1"}'
+READ = SnapshotHeader("e1", 7, "f1", None)  # HEADER as read (no history: an older primary)
 
 
 def end(data: bytes, **over: object) -> str:
@@ -39,7 +42,7 @@ def end(data: bytes, **over: object) -> str:
 
 def test_the_header_is_the_first_message_parsed_and_read_alone():
     stream = Played(HEADER, b"rows that are not read")
-    assert read_snapshot_header(stream) == {"type": "snapshot", "epoch": "e1", "offset": 7}
+    assert read_snapshot_header(stream) == READ
     assert stream.timeouts == [30.0]  # rule 3: 30 s for each message
     assert stream.messages == [b"rows that are not read"]  # the snapshot itself is never read
 
@@ -92,13 +95,85 @@ def test_an_end_message_that_is_not_json_is_a_stream_error_at_the_headers_offset
     )
 
 
-@pytest.mark.parametrize("offset", ['"7"', "[7]", "{}", "7.5", "true", "null"])
-def test_a_header_offset_that_is_no_integer_names_offset_0_when_the_end_is_damaged(offset):
-    # int() of a list or a dict was a TypeError, of "x" a ValueError, and 7.5 named offset 7.
-    header = f'{{"type": "snapshot", "epoch": "e1", "offset": {offset}}}'
-    with pytest.raises(StreamError) as info:
-        read_snapshot(Played(header, b"abc", end(b"abd")))
-    assert (info.value.offset, info.value.reason) == (0, "the snapshot arrived damaged (size or crc32)")
+H1, H2 = "1" * 32, "2" * 32
+MALFORMED = "the primary answered a malformed /replicate/snapshot: "
+
+
+def header_with(**fields: object) -> str:
+    """HEADER with `fields` replaced; a field given as `...` is left out."""
+    header = {"type": "snapshot", "format": 1, "epoch": "e1", "offset": 7, "fingerprint": "f1"}
+    header.update(fields)
+    return json.dumps({name: value for name, value in header.items() if value is not ...})
+
+
+def test_a_header_names_its_history_as_a_record():
+    record = {"id": H2, "forks": [{"id": H1, "at": 5}]}
+    header, data = read_snapshot(Played(header_with(history=record), b"abc", end(b"abc")))
+    assert (header, data) == (SnapshotHeader("e1", 7, "f1", History(H2, (Fork(H1, 5),))), b"abc")
+    assert read_snapshot_header(Played(header_with(history=None))) == READ  # null: none, as absent
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"epoch": ...}, "epoch missing, expected a non-empty string"),
+        ({"epoch": 7}, "epoch 7, expected a non-empty string"),
+        ({"epoch": ""}, "epoch '', expected a non-empty string"),
+        ({"offset": ...}, "offset missing, expected a non-negative integer"),
+        ({"offset": "7"}, "offset '7', expected a non-negative integer"),
+        ({"offset": [7]}, "offset [7], expected a non-negative integer"),
+        ({"offset": {}}, "offset {}, expected a non-negative integer"),
+        ({"offset": 7.5}, "offset 7.5, expected a non-negative integer"),
+        ({"offset": True}, "offset True, expected a non-negative integer"),
+        ({"offset": None}, "offset None, expected a non-negative integer"),
+        ({"offset": -1}, "offset -1, expected a non-negative integer"),
+        ({"fingerprint": ...}, "fingerprint missing, expected a string"),
+        ({"fingerprint": None}, "fingerprint None, expected a string"),
+        ({"history": "h"}, """history 'h', expected null or a history record {"id": ..., "forks": [...]}"""),
+        (
+            {"history": {"id": H1}},
+            f"""history {{'id': '{H1}'}}, expected null or a history record {{"id": ..., "forks": [...]}}""",
+        ),
+        (
+            {"history": {"id": "x" * 32, "forks": []}},
+            """history {'id': 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx', 'forks': []}, expected null or a history """
+            """record {"id": ..., "forks": [...]}""",
+        ),
+        (
+            {"history": {"id": H2, "forks": [{"id": H1, "at": -1}]}},
+            f"history {{'id': '{H2}', 'forks': [{{'id': '{H1[:16]}..., expected null or a "
+            """history record {"id": ..., "forks": [...]}""",  # the value shown up to 80 characters
+        ),
+    ],
+    ids=[
+        "no-epoch",
+        "epoch-number",
+        "epoch-empty",
+        "no-offset",
+        "offset-text",
+        "offset-list",
+        "offset-object",
+        "offset-float",
+        "offset-true",
+        "offset-null",
+        "offset-negative",
+        "no-fingerprint",
+        "fingerprint-null",
+        "history-text",
+        "history-no-forks",
+        "history-bad-id",
+        "history-bad-fork-long",
+    ],
+)
+def test_a_header_that_is_not_a_snapshot_header_is_malformed_before_any_byte_is_read(fields, message):
+    # It was read with .get: a text offset named offset 0 for the damage after it, and a
+    # garbled history counted as none (an older primary's), so it was never checked.
+    stream = Played(header_with(**fields), b"abc", end(b"abc"))
+    with pytest.raises(MalformedAnswer) as info:
+        read_snapshot(stream)
+    assert str(info.value) == MALFORMED + message
+    assert info.value.route == "/replicate/snapshot"
+    assert stream.messages == [b"abc", end(b"abc")]  # nothing after the header was read
 
 
 def test_an_end_message_that_is_no_object_is_a_stream_error():
@@ -109,13 +184,13 @@ def test_an_end_message_that_is_no_object_is_a_stream_error():
 
 def test_the_whole_snapshot_is_its_binary_messages_joined_and_checked_by_the_end_message():
     stream = Played(HEADER, b"abc", b"", b"defg", end(b"abcdefg"), b"after the end")
-    assert read_snapshot(stream) == ({"type": "snapshot", "epoch": "e1", "offset": 7}, b"abcdefg")
+    assert read_snapshot(stream) == (READ, b"abcdefg")
     assert stream.timeouts == [30.0] * 5
     assert stream.messages == [b"after the end"]
 
 
 def test_a_snapshot_of_no_bytes_ends_at_once():
-    assert read_snapshot(Played(HEADER, end(b""))) == (json.loads(HEADER), b"")
+    assert read_snapshot(Played(HEADER, end(b""))) == (READ, b"")
 
 
 @pytest.mark.parametrize(
@@ -133,12 +208,6 @@ def test_an_end_message_that_disagrees_with_the_bytes_is_damage_at_the_headers_o
     with pytest.raises(StreamError) as info:
         read_snapshot(Played(HEADER, b"abc", b"defg", last))
     assert (info.value.offset, info.value.reason) == (7, "the snapshot arrived damaged (size or crc32)")
-
-
-def test_damage_under_a_header_without_an_offset_names_offset_0():
-    with pytest.raises(StreamError) as info:
-        read_snapshot(Played('{"type": "snapshot"}', b"abc", end(b"abd")))
-    assert info.value.offset == 0
 
 
 def test_a_stream_that_stalls_before_its_end_is_a_client_error():

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from dbsvc.replica import consumer, sinks
+from dbsvc.replica.answers import PrimarySnapshot
 from dbsvc.replica.consumer import replicate
 from dbsvc.replica.sinks import read_file_history, scan_frames
 from dbsvc.storage import files
@@ -85,10 +86,10 @@ class Primary:
         self.rng = rng
         self.afters: list[int] = []
 
-    def get_snapshot(self, _endpoint: Any, _timeout: float) -> tuple[int, dict]:
-        """The primary's `GET /snapshot`: its head and history (FILE.history is written
-        through the seam too, consumer.py rule 7)."""
-        return 200, {"offset": len(self.frames), "history": HISTORY.to_json()}
+    def get_snapshot(self, _endpoint: Any, _timeout: float) -> tuple[int, PrimarySnapshot | None]:
+        """The primary's `GET /snapshot`, as read: its head and history (FILE.history is
+        written through the seam too, consumer.py rule 7)."""
+        return 200, PrimarySnapshot("e" * 32, len(self.frames), "f" * 64, HISTORY)
 
     def open_websocket(self, url: str, **_kw: Any) -> FakeStream:
         after = int(urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["after"][0])

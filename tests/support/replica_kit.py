@@ -20,6 +20,21 @@ from websockets.http11 import Response
 
 DEADLINE = 20.0
 MiB = 1024 * 1024
+SERVER_EPOCH = "e" * 32  # the scripted primary's epoch and schema fingerprint, as /snapshot names them
+SERVER_FINGERPRINT = "f" * 64
+
+
+def snapshot_body(offset: int, history: dict | None = None, **over) -> dict:
+    """A server's `GET /snapshot` body at head `offset` naming `history` (None: a server
+    written before histories), `over` replacing or adding keys."""
+    return {
+        "watermarks": {},
+        "epoch": SERVER_EPOCH,
+        "offset": offset,
+        "fingerprint": SERVER_FINGERPRINT,
+        "history": history,
+        **over,
+    }
 
 
 def event(at: int, **over) -> dict:
