@@ -56,13 +56,15 @@ Rules:
       `watermark`, which an online compaction renumbers for the rows it carries.
    A divergence (a restore from a backup, a rewrite) ends the run with `HistoryDiverged`,
    exit status 3 (dbsvc/exits.py), a message naming L and what to do, FILE and its record
-   untouched. A `/snapshot` body that is JSON but not one (answers.py rule 1: its epoch,
-   offset, fingerprint or history not what the route promises; a garbled history is
-   never taken for none) ends the run with `MalformedAnswer`, status 1, as a bad frame
-   does (the server said it; asking again would most likely hear it again), naming the
-   field, its value and what was expected, FILE and its record untouched; a head frame that is not the same row and fails rule 1's checks itself (a
-   payload holding `NaN` or `1e400`, which `same_row` never takes for FILE's, a wrong offset)
-   is that frame's FrameError instead, status 1, naming the fault, FILE as untouched; so does a server whose head is below L-1 (its 400 `offset_out_of_range`).
+   untouched; so does a server whose head is below L-1 (its 400 `offset_out_of_range`).
+   A head frame that is not the same row and fails rule 1's checks itself (a payload
+   holding `NaN` or `1e400`, which `same_row` never takes for FILE's; a wrong offset) is
+   that frame's FrameError instead, status 1, naming the fault, FILE untouched. A
+   `/snapshot` body that is JSON but not one (answers.py rule 1: its epoch, offset,
+   fingerprint or history not what the route promises; a garbled history is never taken
+   for none) ends the run with `MalformedAnswer`, status 1, as a bad frame does (the
+   server said it; asking again would most likely hear it again), naming the field, its
+   value and what was expected, FILE and its record untouched.
    A server that no longer holds frame L (410 for L-1) cannot be checked by (b): the run
    says so and continues after L, as before the check. The record is written (sinks.py)
    only once both checks passed, before the first frame after them.
