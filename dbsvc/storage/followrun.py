@@ -187,11 +187,11 @@ def column_keys(key: Callable[[Any], Any], column: tuple[Any, ...]) -> list[Any]
 def _checked_values(
     table: Table, records: list[dict]
 ) -> tuple[list[Any], dict[int, list[Any]], list[tuple[Any, ...]]] | None:
-    """The records' values, when their value types are known good to the table (`Table.fit`)
-    and the index keys that can fail do not (rule 4), with those keys (position -> a key a record,
-    None for None) and the values a field at a time (the columns): what tableruns.py
-    `insert_run` would compute again; else None. The records hold exactly the model's
-    fields in order (`_whole_records`)."""
+    """The records' values, when their value types are known good to the table
+    (`Table.fit`) and the index keys that can fail do not (rule 4), with those keys
+    (position -> a key a record, None for None) and the values a field at a time (the
+    columns): what tableruns.py `insert_run` would compute again; else None. The records
+    hold exactly the model's fields in order (`_whole_records`)."""
     values, columns = rows_and_columns(table.model, records)
     fit = table.fit
     types = [set(map(type, column)) for column in columns]
@@ -449,9 +449,10 @@ def update_run(
 def check_fit(table: Table, offset: int, event: ChangeEvent, values: Sequence[Any]) -> None:
     """Rule 4: a replicated record must be one this store can apply whole. A record whose
     value types are new to this table must pass the model's generated replace validator
-    under its own id (then its types are known good to the table, `Table.fit`); after that a record of known types
-    has only the keys its indexes compute checked, the ones that could raise half way:
-    a datetime's key parses its text, an int64 key column refuses an int out of range."""
+    under its own id (then its types are known good to the table, `Table.fit`); after that
+    a record of known types has only the keys its indexes compute checked, the ones that
+    could raise half way: a datetime's key parses its text, an int64 key column refuses an
+    int out of range."""
     model = table.model
     fit = table.fit
     record = event.record
